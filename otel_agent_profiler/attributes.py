@@ -50,17 +50,24 @@ ROOT_ATTRIBUTES: dict[str, tuple[str, str | None, str]] = {
     TRACE_DURATION_MS: ("double", "ms", "earliest start to latest end of the trace's spans"),
     TRACE_CRITICAL_PATH_MS: ("double", "ms", "length of the critical path (sum over the trace's roots)"),
     **{
-        f"{TRACE_CATEGORY_CRITICAL_PATH_PREFIX}{category}": ("double", "ms", f"critical-path time in {category} spans")
+        f"{TRACE_CATEGORY_CRITICAL_PATH_PREFIX}{category}": (
+            "double",
+            "ms",
+            f"critical-path time in {category} spans; only when the trace has some",
+        )
         for category in CATEGORIES
     },
     TRACE_SPAN_COUNT: ("int", None, "spans profiled"),
     TRACE_LLM_CALLS: ("int", None, "LLM calls (nested duplicate spans counted once)"),
-    **{f"{TRACE_TOKENS_PREFIX}{kind}": ("int", "{token}", f"{kind} tokens of all LLM calls") for kind in TOKEN_TYPES},
+    **{
+        f"{TRACE_TOKENS_PREFIX}{kind}": ("int", "{token}", f"{kind} tokens of all LLM calls; only when not 0")
+        for kind in TOKEN_TYPES
+    },
     **{
         f"{TRACE_CRITICAL_PATH_TOKENS_PREFIX}{kind}": (
             "int",
             "{token}",
-            f"{kind} tokens of LLM calls on the critical path",
+            f"{kind} tokens of LLM calls on the critical path; with the total above",
         )
         for kind in TOKEN_TYPES
     },

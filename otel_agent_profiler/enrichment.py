@@ -16,6 +16,11 @@ from .core.categories import CATEGORIES
 from .core.profile import SpanProfile, TraceProfile
 
 _NS_PER_MS = 1e6
+_CATEGORY_KEYS = {category: f"{attr.TRACE_CATEGORY_CRITICAL_PATH_PREFIX}{category}" for category in CATEGORIES}
+_TOKEN_KEYS = tuple(
+    (kind, f"{attr.TRACE_TOKENS_PREFIX}{kind}", f"{attr.TRACE_CRITICAL_PATH_TOKENS_PREFIX}{kind}")
+    for kind in attr.TOKEN_TYPES
+)
 
 
 def span_attributes(span: SpanProfile) -> dict[str, Any]:
@@ -45,13 +50,18 @@ def trace_attributes(profile: TraceProfile, *, complete: bool) -> dict[str, Any]
         attr.TRACE_COMPLETE: complete,
         attr.TRACE_ANOMALIES: len(profile.anomalies),
     }
+    # Sparse: only the categories that occur and the token counts that are not zero. Every
+    # attribute costs the exporter an encoding per trace, and most traces touch few categories.
+    categories = profile.categories
+    present = {category for category, _ in profile.operations}
     for category in CATEGORIES:
-        values[f"{attr.TRACE_CATEGORY_CRITICAL_PATH_PREFIX}{category}"] = (
-            profile.categories[category].critical_path_ns / _NS_PER_MS
-        )
-    for kind in attr.TOKEN_TYPES:
-        values[f"{attr.TRACE_TOKENS_PREFIX}{kind}"] = getattr(profile.tokens, kind)
-        values[f"{attr.TRACE_CRITICAL_PATH_TOKENS_PREFIX}{kind}"] = getattr(profile.critical_path_tokens, kind)
+        if category in present:
+            values[_CATEGORY_KEYS[category]] = categories[category].critical_path_ns / _NS_PER_MS
+    for kind, total_key, critical_key in _TOKEN_KEYS:
+        total = getattr(profile.tokens, kind)
+        if total:
+            values[total_key] = total
+            values[critical_key] = getattr(profile.critical_path_tokens, kind)
     if profile.cost_usd is not None:
         values[attr.TRACE_COST_USD] = profile.cost_usd
         values[attr.TRACE_CRITICAL_PATH_COST_USD] = profile.critical_path_cost_usd or 0.0

@@ -5,6 +5,12 @@ GenAI name ``gen_ai.client.operation.time_to_first_chunk``, which the OpenAI ins
 does not emit (it has ``gen_ai.server.time_to_first_token``). Durations of whole LLM calls are
 left to the instrumentations (``gen_ai.client.operation.duration``).
 
+Self time and critical-path time are recorded once per operation of a trace (the sum over
+the operation's spans in that trace), not once per span: critical-path time is a property of
+the whole trace anyway, and an SDK histogram record costs several microseconds, which per span
+would cost more CPU than the rest of the profiler. Per-call latencies of LLM calls are the
+instrumentations' ``gen_ai.client.operation.duration``.
+
 Attribute values come from small fixed sets (categories, token types, outcomes) or from
 operation names, which are capped: past ``max_operations`` distinct names, new ones are
 recorded as ``other``. No ids, prompts or completions are ever attribute values.
@@ -23,10 +29,9 @@ from ._version import __version__
 from .core.categories import CATEGORIES
 from .core.profile import SpanProfile, TraceProfile
 
-SELF_TIME = "agent_profiler.span.self_time"
-CRITICAL_PATH_TIME = "agent_profiler.span.critical_path_time"
+SELF_TIME = "agent_profiler.operation.self_time"
+CRITICAL_PATH_TIME = "agent_profiler.operation.critical_path_time"
 TRACE_DURATION = "agent_profiler.trace.duration"
-TRACE_CRITICAL_PATH_DURATION = "agent_profiler.trace.critical_path.duration"
 CRITICAL_PATH_SHARE = "agent_profiler.trace.critical_path.share"
 CRITICAL_PATH_TOKENS = "agent_profiler.trace.critical_path.tokens"
 CRITICAL_PATH_COST = "agent_profiler.trace.critical_path.cost"
@@ -39,7 +44,6 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     SELF_TIME: ("histogram", "s", ("agent_profiler.category", "agent_profiler.operation")),
     CRITICAL_PATH_TIME: ("histogram", "s", ("agent_profiler.category", "agent_profiler.operation")),
     TRACE_DURATION: ("histogram", "s", ("agent_profiler.root_operation",)),
-    TRACE_CRITICAL_PATH_DURATION: ("histogram", "s", ("agent_profiler.root_operation", "agent_profiler.category")),
     CRITICAL_PATH_SHARE: ("histogram", "1", ("agent_profiler.root_operation", "agent_profiler.category")),
     CRITICAL_PATH_TOKENS: ("histogram", "{token}", ("agent_profiler.root_operation", "gen_ai.token.type")),
     CRITICAL_PATH_COST: ("histogram", "{USD}", ("agent_profiler.root_operation",)),
@@ -62,10 +66,12 @@ _COST_BUCKETS: list[float] = [0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 
 
 
 _HISTOGRAMS: dict[str, tuple[str, list[float]]] = {
-    SELF_TIME: ("Span duration minus the time covered by its children", _SECONDS_BUCKETS),
-    CRITICAL_PATH_TIME: ("A span's own share of its trace's critical path", _SECONDS_BUCKETS),
+    SELF_TIME: (
+        "Self time (duration minus the time covered by children) of one operation's spans in one trace",
+        _SECONDS_BUCKETS,
+    ),
+    CRITICAL_PATH_TIME: ("Critical-path time of one operation's spans in one trace", _SECONDS_BUCKETS),
     TRACE_DURATION: ("Duration of profiled traces", _SECONDS_BUCKETS),
-    TRACE_CRITICAL_PATH_DURATION: ("Critical-path time per trace spent in each category", _SECONDS_BUCKETS),
     CRITICAL_PATH_SHARE: ("Share of a trace's critical path spent in each category", _SHARE_BUCKETS),
     CRITICAL_PATH_TOKENS: ("Tokens of the LLM calls on a trace's critical path", _TOKEN_BUCKETS),
     CRITICAL_PATH_COST: ("Cost of the priced LLM calls on a trace's critical path", _COST_BUCKETS),
@@ -111,7 +117,6 @@ class ProfileMetrics:
         self._self_time = histograms[SELF_TIME]
         self._critical_path_time = histograms[CRITICAL_PATH_TIME]
         self._trace_duration = histograms[TRACE_DURATION]
-        self._category_critical_path = histograms[TRACE_CRITICAL_PATH_DURATION]
         self._share = histograms[CRITICAL_PATH_SHARE]
         self._tokens = histograms[CRITICAL_PATH_TOKENS]
         self._cost = histograms[CRITICAL_PATH_COST]
@@ -128,34 +133,42 @@ class ProfileMetrics:
 
     def record(self, profile: TraceProfile) -> None:
         operation_of = self._operation
-        for span in profile.spans:
-            attributes = {
-                "agent_profiler.category": span.category,
-                "agent_profiler.operation": operation_of(span.operation),
-            }
-            self._self_time.record(span.self_time_ns / 1e9, attributes)
-            self._critical_path_time.record(span.critical_path_ns / 1e9, attributes)
-            if span.time_to_first_token_ns is not None and span.counted:
-                self._ttft.record(
-                    span.time_to_first_token_ns / 1e9, _ttft_attributes(span.record.attributes, span, operation_of)
-                )
+        per_operation: dict[tuple[str, str], list[int]] = {}
+        for (category, operation), op in profile.operations.items():
+            key = (category, operation_of(operation))
+            totals = per_operation.get(key)
+            if totals is None:
+                per_operation[key] = [op.self_time_ns, op.critical_path_ns]
+            else:  # several operations past the cap, all "other"
+                totals[0] += op.self_time_ns
+                totals[1] += op.critical_path_ns
+        for (category, operation), (self_ns, critical_ns) in per_operation.items():
+            attributes = {"agent_profiler.category": category, "agent_profiler.operation": operation}
+            self._self_time.record(self_ns / 1e9, attributes)
+            self._critical_path_time.record(critical_ns / 1e9, attributes)
+        if profile.llm_calls:
+            for span in profile.spans:
+                if span.time_to_first_token_ns is not None and span.counted:
+                    self._ttft.record(
+                        span.time_to_first_token_ns / 1e9, _ttft_attributes(span.record.attributes, span, operation_of)
+                    )
 
         root = operation_of(profile.roots[0].operation) if profile.roots else OTHER
         trace_attributes = {"agent_profiler.root_operation": root}
         self._trace_duration.record(profile.duration_ns / 1e9, trace_attributes)
         critical = profile.critical_path_ns
-        for category in CATEGORIES:
-            stats = profile.categories[category]
-            if not stats.count:
-                # Recording zeros for absent categories would cost as much as the rest together.
-                continue
-            attributes = {"agent_profiler.root_operation": root, "agent_profiler.category": category}
-            self._category_critical_path.record(stats.critical_path_ns / 1e9, attributes)
-            if critical:
+        if critical:
+            for category in CATEGORIES:
+                stats = profile.categories[category]
+                if not stats.count:
+                    # Recording zeros for absent categories would cost as much as the rest together.
+                    continue
+                attributes = {"agent_profiler.root_operation": root, "agent_profiler.category": category}
                 self._share.record(stats.critical_path_ns / critical, attributes)
         tokens = profile.critical_path_tokens
-        for token_type, value in (("input", tokens.input), ("output", tokens.output)):
-            self._tokens.record(value, {"agent_profiler.root_operation": root, "gen_ai.token.type": token_type})
+        if profile.llm_calls or not tokens.is_empty():
+            for token_type, value in (("input", tokens.input), ("output", tokens.output)):
+                self._tokens.record(value, {"agent_profiler.root_operation": root, "gen_ai.token.type": token_type})
         if profile.critical_path_cost_usd is not None:
             self._cost.record(profile.critical_path_cost_usd, trace_attributes)
 

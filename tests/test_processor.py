@@ -269,12 +269,14 @@ def _expected_of_profile(profile: TraceProfile, complete: bool) -> dict[int, dic
                 }
             )
             for category in CATEGORIES:
-                values[attr.TRACE_CATEGORY_CRITICAL_PATH_PREFIX + category] = (
-                    profile.categories[category].critical_path_ns / 1e6
-                )
+                if any(s.category == category for s in profile.spans):
+                    values[attr.TRACE_CATEGORY_CRITICAL_PATH_PREFIX + category] = (
+                        profile.categories[category].critical_path_ns / 1e6
+                    )
             for kind in attr.TOKEN_TYPES:
-                values[attr.TRACE_TOKENS_PREFIX + kind] = getattr(profile.tokens, kind)
-                values[attr.TRACE_CRITICAL_PATH_TOKENS_PREFIX + kind] = getattr(profile.critical_path_tokens, kind)
+                if getattr(profile.tokens, kind):
+                    values[attr.TRACE_TOKENS_PREFIX + kind] = getattr(profile.tokens, kind)
+                    values[attr.TRACE_CRITICAL_PATH_TOKENS_PREFIX + kind] = getattr(profile.critical_path_tokens, kind)
             if profile.cost_usd is not None:
                 values[attr.TRACE_COST_USD] = profile.cost_usd
         result[int(span.span_id, 16)] = values
@@ -1039,7 +1041,7 @@ def test_enrich_spans_false_exports_unchanged_spans_but_still_profiles(make_rig:
         assert dict(span.attributes) == dict(originals[span.context.span_id].attributes)
     assert len(rig.profiler.recent_profiles) == 1
     assert rig.outcomes("agent_profiler.traces") == {"complete": 1}
-    assert metric_points(rig.reader, "agent_profiler.span.self_time")
+    assert metric_points(rig.reader, "agent_profiler.operation.self_time")
 
 
 def test_console_report_is_printed_at_shutdown(

@@ -1,6 +1,6 @@
 """OpenTelemetry SDK ``ReadableSpan`` to span records: the live pipeline's adapter.
 
-Ended SDK spans are immutable, so their attribute mappings are referenced, not copied.
+Attribute mappings are copied as plain dicts (cheap, and safe for spans that have not ended).
 """
 
 from __future__ import annotations
@@ -74,16 +74,29 @@ def span_id_hex(span_id: int) -> str:
     return f"{span_id:016x}"
 
 
-def record_from_span(span: ReadableSpan) -> SpanRecord:
-    """The span record of one SDK span (ended or not)."""
+def _has_items(span: ReadableSpan, field: str) -> bool:
+    # The public ``events``/``links`` properties copy the SDK's locked bounded list on every
+    # read, which costs more than the rest of a span's conversion; most spans have neither.
+    raw = getattr(span, field, None)
+    try:
+        return raw is None or len(raw) > 0
+    except TypeError:
+        return True
+
+
+def record_from_span(span: ReadableSpan, trace_id_hex: str | None = None) -> SpanRecord:
+    """The span record of one SDK span (ended or not).
+
+    ``trace_id_hex``, when given, is the span's trace id in hex, already formatted by the caller.
+    """
     context = span.context
     parent = span.parent
     status = span.status
-    events = span.events
-    links = span.links
+    events = span.events if _has_items(span, "_events") else ()
+    links = span.links if _has_items(span, "_links") else ()
     # Positional arguments, in SpanRecord's field order: this runs once per exported span.
     return SpanRecord(
-        f"{context.trace_id:032x}",
+        trace_id_hex or f"{context.trace_id:032x}",
         f"{context.span_id:016x}",
         f"{parent.span_id:016x}" if parent is not None else None,
         span.name,
@@ -107,4 +120,11 @@ def record_from_span(span: ReadableSpan) -> SpanRecord:
 
 
 def records_from_spans(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:
-    return [record_from_span(span) for span in spans]
+    records = []
+    trace_id, trace_hex = None, ""
+    for span in spans:
+        span_trace_id = span.context.trace_id
+        if span_trace_id != trace_id:
+            trace_id, trace_hex = span_trace_id, f"{span_trace_id:032x}"
+        records.append(record_from_span(span, trace_hex))
+    return records
