@@ -274,6 +274,39 @@ def otlp_document(spans: list[dict], service_name: str = "research-agent") -> di
     }
 
 
+def one_big_trace_document(min_spans: int = 2000, seed: int = 11) -> dict:
+    """One trace of at least ``min_spans`` spans: synthetic runs side by side under one root span."""
+    trace_id = "ab" * 16
+    spans: list[dict] = []
+    run_number = 0
+    while len(spans) < min_spans - 1:
+        for span in generate_runs(1, seed=seed + run_number, start_ns=1_760_000_000_000_000_000 + run_number * 97 * MS)[
+            0
+        ]:
+            span = dict(span)
+            span["traceId"] = trace_id
+            span["spanId"] = f"{run_number + 1:06x}{span['spanId'][6:]}"
+            if "parentSpanId" in span:
+                span["parentSpanId"] = f"{run_number + 1:06x}{span['parentSpanId'][6:]}"
+            else:
+                span["parentSpanId"] = "f" * 16
+            spans.append(span)
+        run_number += 1
+    start = min(int(s["startTimeUnixNano"]) for s in spans)
+    end = max(int(s["endTimeUnixNano"]) for s in spans)
+    root = {
+        "traceId": trace_id,
+        "spanId": "f" * 16,
+        "name": "invoke_agent batch",
+        "kind": 1,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(end),
+        "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}],
+        "status": {},
+    }
+    return otlp_document([root, *spans])
+
+
 def generate_spans(min_spans: int, seed: int = 7, content: bool = False) -> list[dict]:
     """At least ``min_spans`` span dicts, in whole runs."""
     spans: list[dict] = []

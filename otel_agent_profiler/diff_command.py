@@ -7,8 +7,10 @@ and operation with a significance test (``analytics.compare``); the exit code ca
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
+import queue
 import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -20,6 +22,7 @@ from ._gc import cyclic_gc_paused
 from .adapters import read_trace_file
 from .core import profile_records
 from .core.records import SpanRecord
+from .report.progress import Progress, progress_enabled
 
 #: Exit code when the candidate regressed past the threshold.
 EXIT_REGRESSION = 3
@@ -48,8 +51,23 @@ def add_diff_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
     diff.add_argument(
         "--center", choices=("mean", "median"), default="mean", help="what to compare (default: %(default)s)"
     )
+    diff.add_argument(
+        "--p-adjust",
+        choices=("none", "holm"),
+        default="none",
+        help=(
+            "adjust the p-values for the number of metrics compared: holm (Holm-Bonferroni) keeps the chance of "
+            "any false regression below --alpha (default: %(default)s)"
+        ),
+    )
     diff.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: %(default)s)")
     diff.add_argument("--output", "-o", metavar="PATH", help="write the report to PATH instead of standard output")
+    diff.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar on standard error while reading and profiling (default: when it is a terminal)",
+    )
 
 
 def _trace_files(path: str) -> list[str]:
@@ -59,17 +77,32 @@ def _trace_files(path: str) -> list[str]:
     return [path]
 
 
-def _side(path: str) -> tuple[Any, int, list[str]]:
+# Set in each worker process: where it reports the steps it finished, for the progress bar.
+_steps: Any = None
+
+
+def _set_step_queue(steps: Any) -> None:
+    global _steps
+    _steps = steps
+
+
+def _step(detail: str) -> None:
+    if _steps is not None:
+        _steps.put(detail)
+
+
+def _side(path: str, files: list[str] | None = None) -> tuple[Any, int, list[str]]:
     """Read and profile one side's runs: (span table, number of runs, error lines).
 
     Module level so a worker process can run it: the two sides are read and profiled in
-    parallel, which is most of the command's time.
+    parallel, which is most of the command's time. Reports one step per file read, one for the
+    profiling and one for the span table.
     """
     from .analytics import span_table
 
     records: list[SpanRecord] = []
     errors: list[str] = []
-    files = _trace_files(path)
+    files = _trace_files(path) if files is None else files
     if not files:
         return None, 0, [f"{path}: no trace files (*.json, *.jsonl) in this folder"]
     with cyclic_gc_paused():
@@ -79,43 +112,86 @@ def _side(path: str) -> tuple[Any, int, list[str]]:
             line = trace_file.error_line()
             if line is not None:
                 errors.append(line)
+            _step(Path(name).name)
         profiles = profile_records(records)
         for profile in profiles:
             profile.release()
+        _step("profiled")
         table = span_table(profiles) if profiles else None
+        _step("tabled")
     return table, len(profiles), errors
 
 
-def _both_sides(baseline: str, candidate: str) -> list[tuple[Any, int, list[str]]]:
+def _steps_of(files: list[str]) -> int:
+    return len(files) + 2 if files else 0
+
+
+def _both_sides(baseline: str, candidate: str, progress: Progress) -> list[tuple[Any, int, list[str]]]:
+    sides = [(baseline, _trace_files(baseline)), (candidate, _trace_files(candidate))]
+    progress.start("reading and profiling", sum(_steps_of(files) for _, files in sides))
     try:
         # "spawn": forking a process that may run threads (pandas, the OTel SDK) can deadlock.
-        with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return list(pool.map(_side, (baseline, candidate)))
+        context = multiprocessing.get_context("spawn")
+        steps = context.Queue()
+        with ProcessPoolExecutor(
+            max_workers=2, mp_context=context, initializer=_set_step_queue, initargs=(steps,)
+        ) as pool:
+            futures = [pool.submit(_side, path, files) for path, files in sides]
+            while not all(future.done() for future in futures):
+                with contextlib.suppress(queue.Empty):
+                    progress.advance(detail=steps.get(timeout=0.1))
+            return [future.result() for future in futures]
     except (OSError, BrokenProcessPool):
         # No worker processes here (a sandbox, a frozen app): do the sides one after the other.
-        return [_side(baseline), _side(candidate)]
+        local: queue.SimpleQueue[str] = queue.SimpleQueue()
+        _set_step_queue(local)
+        try:
+            results = []
+            for path, files in sides:
+                results.append(_side(path, files))
+                while not local.empty():
+                    progress.advance(detail=local.get())
+            return results
+        finally:
+            _set_step_queue(None)
 
 
 def run_diff(args: argparse.Namespace, report_error: Callable[[str], None], exit_bad_input: int) -> int:
     # pandas is imported here, not at module level: `analyze` should not pay for it.
-    from .analytics import compare_runs
+    from .analytics import Comparison, compare_runs
 
-    (baseline, baseline_runs, baseline_errors), (candidate, candidate_runs, candidate_errors) = _both_sides(
-        args.baseline, args.candidate
-    )
+    progress = Progress(progress_enabled(args.progress))
+    try:
+        (baseline, baseline_runs, baseline_errors), (candidate, candidate_runs, candidate_errors) = _both_sides(
+            args.baseline, args.candidate, progress
+        )
+        progress.start("comparing", 1)
+        comparison: Comparison | None = None
+        problem = ""
+        if baseline is not None and candidate is not None:
+            try:
+                with cyclic_gc_paused():
+                    comparison = compare_runs(
+                        baseline,
+                        candidate,
+                        threshold=args.threshold,
+                        alpha=args.alpha,
+                        center=args.center,
+                        p_adjust=args.p_adjust,
+                    )
+            except ValueError as exc:
+                problem = str(exc)
+        progress.advance()
+    finally:
+        progress.close()
     for line in (*baseline_errors, *candidate_errors):
         report_error(line)
     inputs_ok = not baseline_errors and not candidate_errors
     if baseline is None or candidate is None:
         report_error("nothing to compare: " + ("no baseline runs" if baseline is None else "no candidate runs"))
         return exit_bad_input
-    try:
-        with cyclic_gc_paused():
-            comparison = compare_runs(
-                baseline, candidate, threshold=args.threshold, alpha=args.alpha, center=args.center
-            )
-    except ValueError as exc:
-        report_error(str(exc))
+    if comparison is None:
+        report_error(problem)
         return exit_bad_input
     if args.format == "json":
         table = comparison.table.astype(object).where(comparison.table.notna(), None)
@@ -125,6 +201,7 @@ def run_diff(args: argparse.Namespace, report_error: Callable[[str], None], exit
             "threshold": args.threshold,
             "alpha": args.alpha,
             "center": args.center,
+            "p_adjust": args.p_adjust,
             "regression": comparison.has_regression,
             "rows": table.to_dict(orient="records"),
         }

@@ -76,3 +76,13 @@ def test_analytics_and_diff_benchmarks_print_their_figures() -> None:
         check=True,
     ).stdout
     assert re.search(r"diff, end to end\s+[\d.]+ s = [\d.]+x", diff), diff
+    report = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_report.py"), "--spans", "3000"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    assert re.search(r"report --html, end to end\s+[\d.]+ s = [\d.]+x .*peak [\d,]+ MB; page [\d.]+ MB", report), report
+    assert re.search(r"--summary-json, end to end\s+[\d.]+ s = [\d.]+x .*summary [\d.]+ MB", report), report
+    assert re.search(r"one trace of 2,\d{3} spans: page [\d.]+ MB  ok", report), report

@@ -70,3 +70,41 @@ def test_an_empty_folder_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixtu
     baseline = _write_runs(tmp_path / "base", seed=11)
     assert main(["diff", str(baseline), str(tmp_path / "empty")]) == 2
     assert "no trace files" in capsys.readouterr().err
+
+
+def test_holm_adjusts_the_p_values_and_is_echoed(tmp_path: Path) -> None:
+    baseline = _write_runs(tmp_path / "base", seed=11)
+    candidate = _write_runs(tmp_path / "cand", seed=11, slow_tool="fetch_url", factor=1.6)
+    documents = {}
+    for adjust in ("none", "holm"):
+        out = tmp_path / f"diff-{adjust}.json"
+        main(["diff", str(baseline), str(candidate), "--format", "json", "--output", str(out), "--p-adjust", adjust])
+        documents[adjust] = json.loads(out.read_text())
+    plain, holm = documents["none"], documents["holm"]
+    assert (plain["p_adjust"], holm["p_adjust"]) == ("none", "holm")
+    key = ("level", "category", "operation", "sample", "metric")
+    plain_rows = {tuple(r[k] for k in key): r for r in plain["rows"]}
+    tested = [r for r in holm["rows"] if r["p_value"] is not None]
+    assert len(tested) > 1
+    for row in tested:
+        before = plain_rows[tuple(row[k] for k in key)]
+        assert row["p_value"] == before["p_value"] == before["p_adjusted"]
+        assert row["p_value"] <= row["p_adjusted"] <= 1.0
+    # Holm multiplies the smallest p-value by the number of tests (capped at 1).
+    smallest = min(tested, key=lambda r: r["p_value"])
+    assert smallest["p_adjusted"] == pytest.approx(min(1.0, smallest["p_value"] * len(tested)))
+    # The slowed tool is still a regression after the adjustment.
+    assert holm["regression"] is True
+
+
+def test_progress_bar_counts_files_and_steps_of_both_sides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    baseline = _write_runs(tmp_path / "base", seed=11)
+    assert main(["diff", str(baseline), str(baseline), "--progress"]) == 0
+    err = capsys.readouterr().err
+    # Two files per side, plus profiling and tabling: 8 steps, then the comparison.
+    assert "0/8 reading and profiling" in err
+    assert "8/8 reading and profiling" in err
+    assert "1/1 comparing" in err
+    assert err.endswith("\r") and "\n" not in err
+    assert main(["diff", str(baseline), str(baseline), "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""

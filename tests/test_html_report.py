@@ -23,20 +23,19 @@ from otel_agent_profiler.core.findings import Finding, find_all
 from otel_agent_profiler.core.profile import TraceProfile
 from otel_agent_profiler.report.html import (
     SPAN_FIELDS,
-    build_summary,
-    cross_run_statistics,
     flame_rows,
     render_html,
     script_json,
     select_trace,
 )
 from otel_agent_profiler.report.progress import Progress, progress_enabled
+from otel_agent_profiler.report.summary import build_summary, cross_run_statistics
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "traces" / "research-agent.otlp.json"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from agent_traces import MS, generate_runs, otlp_document  # noqa: E402
+from agent_traces import generate_runs, one_big_trace_document, otlp_document  # noqa: E402
 
 #: Span names that would break out of the page if they were not escaped.
 HOSTILE_NAMES = (
@@ -54,39 +53,6 @@ def runs_document(run_count: int, seed: int = 7, hostile: bool = False) -> dict[
             run[-1]["name"] = name
             run[0]["name"] = name
     return otlp_document([span for run in runs for span in run])
-
-
-def one_big_trace_document(min_spans: int = 2000, seed: int = 11) -> dict[str, Any]:
-    """One trace of at least ``min_spans`` spans: synthetic runs side by side under one root span."""
-    trace_id = "ab" * 16
-    spans: list[dict[str, Any]] = []
-    run_number = 0
-    while len(spans) < min_spans - 1:
-        for span in generate_runs(1, seed=seed + run_number, start_ns=1_760_000_000_000_000_000 + run_number * 97 * MS)[
-            0
-        ]:
-            span = dict(span)
-            span["traceId"] = trace_id
-            span["spanId"] = f"{run_number + 1:06x}{span['spanId'][6:]}"
-            if "parentSpanId" in span:
-                span["parentSpanId"] = f"{run_number + 1:06x}{span['parentSpanId'][6:]}"
-            else:
-                span["parentSpanId"] = "f" * 16
-            spans.append(span)
-        run_number += 1
-    start = min(int(s["startTimeUnixNano"]) for s in spans)
-    end = max(int(s["endTimeUnixNano"]) for s in spans)
-    root = {
-        "traceId": trace_id,
-        "spanId": "f" * 16,
-        "name": "invoke_agent batch",
-        "kind": 1,
-        "startTimeUnixNano": str(start),
-        "endTimeUnixNano": str(end),
-        "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}],
-        "status": {},
-    }
-    return otlp_document([root, *spans])
 
 
 def profiles_of(document: dict[str, Any]) -> list[TraceProfile]:
@@ -254,7 +220,7 @@ def test_summary_json_carries_the_numbers_of_the_report(runs: list[TraceProfile]
     summary = build_summary(runs, findings, statistics=statistics, files=[{"path": "x", "spans": 1}])
     text = json.dumps(summary, allow_nan=False)  # plain JSON: no NaN
     summary = json.loads(text)
-    assert summary["format"] == "otel-agent-profiler.report-summary" and summary["version"] == 1
+    assert summary["format"] == "otel-agent-profiler.report-summary" and summary["version"] == 2
     data = embedded_data(page)
     assert summary["selected_trace_id"] == data["selected"]
     assert [t["trace_id"] for t in summary["traces"]] == re.findall(r'<tr data-trace-id="([0-9a-f]+)"', page)
@@ -272,7 +238,11 @@ def test_summary_json_carries_the_numbers_of_the_report(runs: list[TraceProfile]
             assert trace["categories"][category]["critical_path_share"] == pytest.approx(share, abs=1e-6)
             assert trace["categories"][category]["count"] == count
     stats = summary["statistics"]
-    assert set(stats) == {"categories", "operations", "concurrency", "sequences", "ngrams"}
+    assert set(stats) == {
+        *("categories", "operations", "concurrency", "sequences", "ngrams"),
+        *("throughput", "concurrency_spikes", "forecasts"),
+    }
+    assert summary["prefix_cache_candidates"] is None  # opt-in
     charted = data["statistics"]
     llm = next(r for r in stats["categories"] if r["category"] == "llm" and r["metric"] == "duration_ms")
     shown_llm = next(r for r in charted["categories"] if r["category"] == "llm")
@@ -400,5 +370,8 @@ def test_help_lists_the_report_command(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit):
         main(["report", "--help"])
     text = capsys.readouterr().out
-    for option in ("--html", "--trace", "--summary-json", "--progress", "--no-progress"):
+    for option in (
+        *("--html", "--trace", "--summary-json", "--progress", "--no-progress"),
+        *("--spike-threshold", "--prefix-cache"),
+    ):
         assert option in text

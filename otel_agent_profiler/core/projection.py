@@ -85,13 +85,29 @@ def projected_duration_ns(
     """
     group_of = _group_index(independent)
     intervals, held = _clipped_tree(profile)
+    # A subtree with no changed span and no regrouped child projects to exactly its recorded
+    # (clipped) length, so only the changed spans and their ancestors are scheduled again.
+    scales: dict[SpanProfile, float] = {}
+    affected: set[SpanProfile] = set()
+    for span in profile.spans:
+        scale = _checked(factor(span), span)
+        if scale == 1.0 and span.record.span_id not in group_of:
+            continue
+        scales[span] = scale
+        ancestor: SpanProfile | None = span
+        while ancestor is not None and ancestor not in affected:
+            affected.add(ancestor)
+            ancestor = ancestor.parent
     lengths: dict[SpanProfile, int] = {}
     # Depth-first order lists every parent before its children, so walking it backwards
     # finishes every child before its parent needs its length.
     for span in reversed(profile.spans):
         start, end = intervals[span]
-        scale = _checked(factor(span), span)
-        lengths[span] = _length(start, end, held.get(span, _NO_CHILDREN), lengths, scale, group_of)
+        if span in affected:
+            scale = scales.get(span, 1.0)
+            lengths[span] = _length(start, end, held.get(span, _NO_CHILDREN), lengths, scale, group_of)
+        else:
+            lengths[span] = end - start
     roots = sorted((root.start_ns, root.end_ns, root.record.span_id, root) for root in profile.roots)
     return _length(profile.start_ns, profile.end_ns, roots, lengths, 1.0, group_of)
 

@@ -17,36 +17,13 @@ embedded for the chosen trace and then the slowest traces up to ``max_detail_spa
 so the file stays small (under 200 bytes per span: 0.36 MB for a 2,000-span trace); the other
 traces are listed in the table only.
 
-**Summary JSON** (:func:`build_summary`, ``report --summary-json PATH``): every number the report
-shows, machine-readable::
-
-    {
-      "format": "otel-agent-profiler.report-summary",   # and "version": 1
-      "generator": "otel-agent-profiler <version>",
-      "selected_trace_id": "<hex>",                    # the trace the views open with
-      "files": [{"path", "format", "spans", "problems"}],
-      "traces": [                                       # slowest first, as in the report's table
-        {<core schema: schema.trace_to_dict, with "spans">, "findings": [Finding.to_dict(), ...]}
-      ],
-      "statistics": null | {                            # null with fewer than two traces
-        "categories":  [records of analytics.category_statistics (metrics duration_ms,
-                        self_time_ms, critical_path_ms; one row per category and metric)],
-        "operations":  [records of analytics.operation_statistics, same metrics],
-        "concurrency": [records of analytics.concurrency_distribution, scope "overall"],
-        "sequences":   [records of analytics.frequent_sequences(collapse_repeats=True), top 10],
-        "ngrams":      [records of analytics.frequent_ngrams(n=3), top 10]
-      }
-    }
-
-Times are float milliseconds as in the core schema, except a finding's ``saving_ns`` and its
-evidence (nanoseconds, as ``Finding.to_dict`` writes them); missing statistics (NaN) are ``null``.
+The summary JSON (``report --summary-json``) is built by :mod:`.summary`.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -54,12 +31,8 @@ from .._version import __version__
 from ..core.categories import CATEGORIES
 from ..core.findings import Finding
 from ..core.profile import TraceProfile
-from ..core.schema import trace_to_dict
 from .chrome_trace import assign_lanes
 from .html_assets import CSS, JS
-
-SUMMARY_FORMAT = "otel-agent-profiler.report-summary"
-SUMMARY_VERSION = 1
 
 #: One colour per category, used by every view of the report.
 CATEGORY_COLORS: Mapping[str, str] = {
@@ -95,7 +68,6 @@ DEFAULT_MAX_DETAIL_SPANS = 15_000
 #: Traces listed in the table (the slowest).
 MAX_TABLE_ROWS = 2_000
 _TOP_OPERATIONS = 15
-_STAT_METRICS = ("duration_ms", "self_time_ms", "critical_path_ms")
 _NS_PER_MS = 1e6
 
 
@@ -205,60 +177,6 @@ def trace_view_data(profile: TraceProfile, findings: Sequence[Finding]) -> dict[
     }
 
 
-def _clean(value: Any) -> Any:
-    """A pandas/numpy cell as a plain JSON value (NaN and NA as None)."""
-    if value is None:
-        return None
-    if isinstance(value, float):
-        return None if math.isnan(value) else value
-    if hasattr(value, "item"):  # numpy scalars
-        return _clean(value.item())
-    if isinstance(value, (str, int, bool)):
-        return value
-    try:
-        import pandas as pd
-
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return str(value)
-
-
-def _records(frame: Any) -> list[dict[str, Any]]:
-    columns = [str(c) for c in frame.columns]
-    return [
-        {column: _clean(value) for column, value in zip(columns, row, strict=True)}
-        for row in frame.itertuples(index=False, name=None)
-    ]
-
-
-def cross_run_statistics(profiles: Sequence[TraceProfile]) -> dict[str, list[dict[str, Any]]] | None:
-    """The statistics tables of the summary JSON (see the module docs); None for fewer than 2 traces.
-
-    Needs pandas (imported here, so the rest of the command line does not pay for it).
-    """
-    if len(profiles) < 2:
-        return None
-    from ..analytics import (
-        category_statistics,
-        concurrency_distribution,
-        frequent_ngrams,
-        frequent_sequences,
-        operation_statistics,
-        span_table,
-    )
-
-    table = span_table(profiles)
-    return {
-        "categories": _records(category_statistics(table, metrics=_STAT_METRICS)),
-        "operations": _records(operation_statistics(table, metrics=_STAT_METRICS)),
-        "concurrency": _records(concurrency_distribution(table, scopes=("overall",))),
-        "sequences": _records(frequent_sequences(table, collapse_repeats=True, top=10)),
-        "ngrams": _records(frequent_ngrams(table, n=3, top=10)),
-    }
-
-
 def _charted_statistics(statistics: Mapping[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
     """The part of the statistics the charts draw: span durations, the busiest operations."""
 
@@ -303,32 +221,6 @@ def _charted_statistics(statistics: Mapping[str, list[dict[str, Any]]]) -> dict[
             }
             for r in statistics["ngrams"]
         ],
-    }
-
-
-def build_summary(
-    profiles: Sequence[TraceProfile],
-    findings: Mapping[str, Sequence[Finding]],
-    *,
-    selected_trace_id: str | None = None,
-    statistics: Mapping[str, list[dict[str, Any]]] | None = None,
-    files: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
-    """The summary JSON document (see the module docs)."""
-    selected = select_trace(profiles, selected_trace_id) if profiles else None
-    traces = []
-    for profile in by_duration(profiles):
-        document = trace_to_dict(profile)
-        document["findings"] = [f.to_dict() for f in findings.get(profile.trace_id, ())]
-        traces.append(document)
-    return {
-        "format": SUMMARY_FORMAT,
-        "version": SUMMARY_VERSION,
-        "generator": f"otel-agent-profiler {__version__}",
-        "selected_trace_id": selected.trace_id if selected is not None else None,
-        "files": [dict(f) for f in files],
-        "traces": traces,
-        "statistics": dict(statistics) if statistics is not None else None,
     }
 
 

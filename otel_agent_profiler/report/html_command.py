@@ -41,7 +41,28 @@ def add_report_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     report.add_argument(
         "--summary-json",
         metavar="PATH",
-        help="also write every number the report shows as JSON to PATH (format: see otel_agent_profiler.report.html)",
+        help=(
+            "also write every number the report shows as JSON to PATH: profiles and findings of every trace, "
+            "statistics, throughput, concurrency and its spikes, call sequences, forecasts "
+            "(format: see otel_agent_profiler.report.summary)"
+        ),
+    )
+    report.add_argument(
+        "--spike-threshold",
+        type=_non_negative_int,
+        metavar="N",
+        help=(
+            "concurrency spikes in the summary JSON are the periods with more than N LLM and tool calls at once "
+            "(default: the level exceeded less than 5%% of the busy time)"
+        ),
+    )
+    report.add_argument(
+        "--prefix-cache",
+        action="store_true",
+        help=(
+            "add prompt prefixes that several LLM calls of one model share (caching candidates) to the summary "
+            "JSON; reads captured prompt content, so it is off by default"
+        ),
     )
     report.add_argument(
         "--progress",
@@ -49,6 +70,16 @@ def add_report_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         default=None,
         help="show a progress bar on standard error while reading and profiling (default: when it is a terminal)",
     )
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
 
 
 def _write(path: str, text: str, report_error: Callable[[str], None]) -> bool:
@@ -107,7 +138,8 @@ def run_report(args: argparse.Namespace, report_error: Callable[[str], None], ex
 
 
 def _run(args: argparse.Namespace, progress: Progress, report_error: Callable[[str], None], exit_bad_input: int) -> int:
-    from .html import build_summary, cross_run_statistics, detail_traces, render_html, select_trace
+    from .html import detail_traces, render_html, select_trace
+    from .summary import build_summary, cross_run_statistics
 
     try:
         profiles, files, ok = load_profiles(args.files, progress, report_error)
@@ -132,7 +164,9 @@ def _run(args: argparse.Namespace, progress: Progress, report_error: Callable[[s
                 findings[profile.trace_id] = find_all(profile)
             progress.advance()
         progress.start("statistics", 1)
-        statistics = cross_run_statistics(profiles)
+        statistics = cross_run_statistics(
+            profiles, spike_threshold=args.spike_threshold, charts_only=not args.summary_json
+        )
         progress.advance()
         progress.start("writing", 1)
         name = os.path.basename(args.files[0]) if len(args.files) == 1 and args.files[0] != "-" else None
@@ -140,8 +174,19 @@ def _run(args: argparse.Namespace, progress: Progress, report_error: Callable[[s
         page = render_html(profiles, findings, selected_trace_id=selected.trace_id, statistics=statistics, title=title)
         summary = None
         if args.summary_json:
+            prefix_cache = None
+            if args.prefix_cache:
+                from ..analytics.prefix_cache import prefix_cache_candidates
+
+                prefix_cache = prefix_cache_candidates(profiles)
             summary = build_summary(
-                profiles, findings, selected_trace_id=selected.trace_id, statistics=statistics, files=files
+                profiles,
+                findings,
+                selected_trace_id=selected.trace_id,
+                statistics=statistics,
+                files=files,
+                detail_trace_ids={p.trace_id for p in detail_traces(profiles, selected)},
+                prefix_cache=prefix_cache,
             )
         progress.advance()
     finally:

@@ -1,0 +1,205 @@
+"""What every finder shares: the ``Finding`` type, the kinds, ``FindingOptions`` and helpers.
+
+The helpers format durations and shares, label spans and project savings on the span tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Union
+
+from ..categories import LLM
+from ..genai import TokenUsage
+from ..profile import SpanProfile, TraceProfile
+from ..projection import projected_duration_ns
+
+JSONValue = Union[str, int, float, bool, None, list["JSONValue"], dict[str, "JSONValue"]]  # noqa: UP007
+Evidence = dict[str, JSONValue]
+
+BOTTLENECK = "bottleneck"
+SLOW_TOOL = "slow_tool"
+LARGE_PROMPT = "large_prompt"
+REPEATED_TOOL_CALL = "repeated_tool_call"
+SEQUENTIAL_LLM_CHAIN = "sequential_llm_chain"
+PARALLELIZABLE = "parallelizable"
+WHAT_IF = "what_if"
+LLM_TIMING = "llm_timing"
+LLM_GAPS = "llm_gaps"
+PREFIX_CACHE = "prefix_cache"
+TOKEN_PROFILE = "token_profile"
+BUDGET_EXCEEDED = "budget_exceeded"
+
+#: Every kind, in the order findings with equal savings are listed.
+KINDS: tuple[str, ...] = (
+    BUDGET_EXCEEDED,
+    BOTTLENECK,
+    PARALLELIZABLE,
+    REPEATED_TOOL_CALL,
+    SLOW_TOOL,
+    WHAT_IF,
+    SEQUENTIAL_LLM_CHAIN,
+    LARGE_PROMPT,
+    LLM_TIMING,
+    LLM_GAPS,
+    PREFIX_CACHE,
+    TOKEN_PROFILE,
+)
+
+#: Context windows in tokens, by model alias (snapshots match their alias). Extend with
+#: ``FindingOptions(context_windows={**DEFAULT_CONTEXT_WINDOWS, "my-model": 32_000})``.
+DEFAULT_CONTEXT_WINDOWS: Mapping[str, int] = {
+    "gpt-4o": 128_000,
+    "gpt-4o-mini": 128_000,
+    "gpt-4-turbo": 128_000,
+    "gpt-4": 8_192,
+    "gpt-3.5-turbo": 16_385,
+    # The GPT-4.1 family's "1M" window is 1,047,576 tokens.
+    "gpt-4.1": 1_047_576,
+    "gpt-4.1-mini": 1_047_576,
+    "gpt-4.1-nano": 1_047_576,
+    "o1": 200_000,
+    "o1-mini": 128_000,
+    "o3": 200_000,
+    "o3-mini": 200_000,
+    "o4-mini": 200_000,
+    "claude-3-5-sonnet": 200_000,
+    "claude-3-5-haiku": 200_000,
+    "claude-3-7-sonnet": 200_000,
+    "claude-sonnet-4": 200_000,
+    "claude-opus-4": 200_000,
+    "gemini-1.5-pro": 2_097_152,
+    "gemini-1.5-flash": 1_048_576,
+    "gemini-2.0-flash": 1_048_576,
+}
+
+
+@dataclass(slots=True)
+class Finding:
+    """One thing worth acting on in a trace."""
+
+    kind: str
+    #: One readable line.
+    title: str
+    #: Estimated saving of end-to-end time; 0 when the finding saves no latency.
+    saving_ns: int = 0
+    span_ids: tuple[str, ...] = ()
+    operation: str | None = None
+    category: str | None = None
+    #: The numbers behind the finding, as plain JSON values (times in ns, costs in USD).
+    evidence: Evidence = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        return {
+            "kind": self.kind,
+            "title": self.title,
+            "saving_ns": self.saving_ns,
+            "span_ids": list(self.span_ids),
+            "operation": self.operation,
+            "category": self.category,
+            "evidence": self.evidence,
+        }
+
+
+def _default_context_windows() -> dict[str, int]:
+    return dict(DEFAULT_CONTEXT_WINDOWS)
+
+
+@dataclass(frozen=True, slots=True)
+class FindingOptions:
+    """Thresholds and budgets of the findings."""
+
+    #: Bottlenecks: how many spans and how many operations to report.
+    top_n: int = 3
+    #: Slow tools: self time at least this many milliseconds, or at least this share of the trace.
+    slow_tool_ms: float = 1000.0
+    slow_tool_share: float = 0.2
+    #: Large prompts: input tokens at least this share of the model's context window.
+    large_prompt_share: float = 0.5
+    #: Context windows by model; replaces the defaults (see ``DEFAULT_CONTEXT_WINDOWS``).
+    context_windows: Mapping[str, int] = field(default_factory=_default_context_windows)
+    #: Sequential LLM chains: at least this many calls in a row.
+    min_llm_chain: int = 4
+    #: What-ifs that ``find_all`` evaluates: ``(selector, speedup)`` pairs, see ``what_if``.
+    what_ifs: Sequence[tuple[str, float]] = ()
+    budget_tokens: int | None = None
+    budget_cost_usd: float | None = None
+    budget_latency_ms: float | None = None
+
+
+DEFAULT_OPTIONS = FindingOptions()
+
+
+# --------------------------------------------------------------------------------------------
+# Shared helpers
+
+
+def format_duration(ns: int) -> str:
+    """A duration for a title: "850 ns", "12.5 µs", "180 ms", "1.25 s"."""
+    magnitude = abs(ns)
+    if magnitude < 1_000:
+        return f"{ns} ns"
+    if magnitude < 1_000_000:
+        return f"{ns / 1e3:.3g} µs"
+    if magnitude < 1_000_000_000:
+        return f"{ns / 1e6:.3g} ms"
+    if magnitude < 1_000_000_000_000:
+        return f"{ns / 1e9:.3g} s"
+    return f"{ns / 1e9:.0f} s"
+
+
+def _share(part: float, whole: float) -> float:
+    return round(part / whole, 4) if whole > 0 else 0.0
+
+
+def _percent(share: float) -> str:
+    return f"{share:.0%}"
+
+
+def _label(span: SpanProfile) -> str:
+    """A span's category and operation ("tool search_kb"), and its name when different
+    ("llm gpt-4o ('chat gpt-4o')")."""
+    label = f"{span.category} {span.operation}"
+    if span.operation != span.name:
+        label += f" ('{span.name}')"
+    return label
+
+
+def _by_start(spans: Iterable[SpanProfile]) -> list[SpanProfile]:
+    return sorted(spans, key=lambda s: (s.start_ns, s.record.span_id))
+
+
+def _with_descendants(spans: Iterable[SpanProfile]) -> set[SpanProfile]:
+    selected: set[SpanProfile] = set()
+    stack = list(spans)
+    while stack:
+        span = stack.pop()
+        if span not in selected:
+            selected.add(span)
+            stack.extend(span.children)
+    return selected
+
+
+def _scale(selected: Collection[SpanProfile], scale: float) -> Callable[[SpanProfile], float]:
+    chosen = selected if isinstance(selected, (set, frozenset)) else set(selected)
+    return lambda span: scale if span in chosen else 1.0
+
+
+def _projected(
+    profile: TraceProfile,
+    selected: Collection[SpanProfile] = (),
+    scale: float = 1.0,
+    independent: Collection[frozenset[str]] | None = None,
+) -> tuple[int, int]:
+    """Projected duration with ``selected`` spans' own time scaled, and the saving it makes."""
+    projected = projected_duration_ns(profile, _scale(selected, scale), independent)
+    return projected, profile.duration_ns - projected
+
+
+def _tokens(usage: TokenUsage | None) -> dict[str, JSONValue]:
+    return dict(usage.to_dict()) if usage is not None else dict(TokenUsage().to_dict())
+
+
+def _llm_calls(profile: TraceProfile) -> list[SpanProfile]:
+    # ``counted`` leaves out the outer span of two nested spans describing one call.
+    return [s for s in profile.spans if s.category == LLM and s.counted]

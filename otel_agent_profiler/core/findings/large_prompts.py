@@ -1,0 +1,63 @@
+"""Large prompts: LLM calls whose input fills much of the model's context window."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..categories import LLM
+from ..genai import strip_snapshot
+from ..profile import TraceProfile
+from .base import (
+    DEFAULT_OPTIONS,
+    LARGE_PROMPT,
+    Finding,
+    FindingOptions,
+    _by_start,
+    _llm_calls,
+    _percent,
+    _share,
+)
+
+
+def context_window(model: str, windows: Mapping[str, int]) -> int | None:
+    """The context window of ``model``: by exact name, then by its alias without snapshot date."""
+    window = windows.get(model)
+    if window is None:
+        window = windows.get(strip_snapshot(model))
+    return window
+
+
+def find_large_prompts(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+    """LLM calls whose input fills at least ``large_prompt_share`` of the model's context window."""
+    findings: list[Finding] = []
+    for span in _by_start(_llm_calls(profile)):
+        model = span.model or span.operation
+        window = context_window(model, options.context_windows)
+        usage = span.tokens
+        if window is None or window <= 0 or usage is None or usage.input <= 0:
+            continue
+        share = _share(usage.input, window)
+        if usage.input < options.large_prompt_share * window:
+            continue
+        findings.append(
+            Finding(
+                kind=LARGE_PROMPT,
+                title=(
+                    f"LLM call to {model} sends {usage.input:,} input tokens, "
+                    f"{_percent(share)} of its {window:,}-token context window"
+                ),
+                span_ids=(span.record.span_id,),
+                operation=span.operation,
+                category=LLM,
+                evidence={
+                    "model": model,
+                    "input_tokens": usage.input,
+                    "cached_input_tokens": usage.cached_input,
+                    "context_window": window,
+                    "window_share": share,
+                    "threshold_share": options.large_prompt_share,
+                    "cost_usd": span.cost_usd,
+                },
+            )
+        )
+    return findings

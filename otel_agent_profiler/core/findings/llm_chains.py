@@ -1,0 +1,75 @@
+"""Sequential LLM chains: sibling LLM calls one after another, a round trip each."""
+
+from __future__ import annotations
+
+from ..categories import LLM
+from ..genai import TokenUsage
+from ..profile import SpanProfile, TraceProfile
+from .base import (
+    DEFAULT_OPTIONS,
+    SEQUENTIAL_LLM_CHAIN,
+    Finding,
+    FindingOptions,
+    _percent,
+    _projected,
+    _share,
+    _tokens,
+    _with_descendants,
+    format_duration,
+)
+
+
+def _sequential_runs(spans: list[SpanProfile]) -> list[list[SpanProfile]]:
+    """Maximal runs of spans (sorted by start) each starting at or after the previous one ended."""
+    runs: list[list[SpanProfile]] = []
+    for span in spans:
+        if runs and span.start_ns >= runs[-1][-1].end_ns:
+            runs[-1].append(span)
+        else:
+            runs.append([span])
+    return runs
+
+
+def find_sequential_llm_chains(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+    """At least ``min_llm_chain`` sibling LLM calls one after another, none overlapping the next
+    (other steps may run between them): a round trip each."""
+    findings: list[Finding] = []
+    for parent in profile.spans:
+        llm_children = [c for c in parent.children if c.category == LLM]
+        for run in _sequential_runs(llm_children):
+            if len(run) >= max(options.min_llm_chain, 2):
+                findings.append(_chain_finding(profile, parent, run))
+    return findings
+
+
+def _chain_finding(profile: TraceProfile, parent: SpanProfile, run: list[SpanProfile]) -> Finding:
+    llm_ns = sum(s.duration_ns for s in run)
+    chain_ns = run[-1].end_ns - run[0].start_ns
+    usage = TokenUsage()
+    for span in run:
+        if span.tokens is not None:
+            usage.add(span.tokens)
+    _, saving_2x = _projected(profile, _with_descendants(run), 0.5)
+    models = sorted({s.model or s.operation for s in run})
+    return Finding(
+        kind=SEQUENTIAL_LLM_CHAIN,
+        title=(
+            f"{len(run)} LLM calls in a row under '{parent.name}': {format_duration(llm_ns)} of LLM time "
+            f"over {format_duration(chain_ns)} ({_percent(_share(chain_ns, profile.duration_ns))} of the trace)"
+        ),
+        span_ids=tuple(s.record.span_id for s in run),
+        operation=models[0] if len(models) == 1 else None,
+        category=LLM,
+        evidence={
+            "calls": len(run),
+            "parent_span_id": parent.record.span_id,
+            "models": list(models),
+            "llm_time_ns": llm_ns,
+            "chain_ns": chain_ns,
+            "between_calls_ns": chain_ns - llm_ns,
+            "trace_share": _share(chain_ns, profile.duration_ns),
+            "on_critical_path": sum(1 for s in run if s.on_critical_path),
+            "tokens": _tokens(usage),
+            "saving_if_2x_faster_ns": saving_2x,
+        },
+    )

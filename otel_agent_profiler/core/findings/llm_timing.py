@@ -1,0 +1,159 @@
+"""LLM timing, gaps between calls, prefix cache.
+
+Streaming calls split into time to first token and decoding, the time between consecutive calls
+of one agent, and the share of input tokens served from the prefix cache.
+"""
+
+from __future__ import annotations
+
+from ..categories import LLM
+from ..genai import TokenUsage
+from ..intervals import union_length
+from ..profile import TraceProfile
+from .base import (
+    DEFAULT_OPTIONS,
+    LLM_GAPS,
+    LLM_TIMING,
+    PREFIX_CACHE,
+    Finding,
+    FindingOptions,
+    JSONValue,
+    _by_start,
+    _llm_calls,
+    _percent,
+    _share,
+    format_duration,
+)
+
+
+def find_llm_timing(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+    """Streaming LLM calls split into time to first token (waiting) and decoding, per call and in total."""
+    streaming = [s for s in _by_start(_llm_calls(profile)) if s.streaming]
+    timed = [s for s in streaming if s.time_to_first_token_ns is not None]
+    if not timed:
+        return []
+    calls: list[JSONValue] = []
+    total_first = total_decode = 0
+    for span in timed:
+        assert span.time_to_first_token_ns is not None
+        first = min(span.time_to_first_token_ns, span.duration_ns)
+        decode = span.duration_ns - first
+        total_first += first
+        total_decode += decode
+        output = span.tokens.output if span.tokens is not None else 0
+        calls.append(
+            {
+                "span_id": span.record.span_id,
+                "model": span.model or span.operation,
+                "time_to_first_token_ns": first,
+                "decode_ns": decode,
+                "output_tokens": output,
+                "decode_tokens_per_s": round(output / (decode / 1e9), 1) if decode > 0 and output else None,
+                "on_critical_path": span.on_critical_path,
+            }
+        )
+    share = _share(total_first, total_first + total_decode)
+    return [
+        Finding(
+            kind=LLM_TIMING,
+            title=(
+                f"{len(timed)} streaming LLM call{'s' if len(timed) > 1 else ''}: "
+                f"{format_duration(total_first)} to first token, {format_duration(total_decode)} decoding "
+                f"({_percent(share)} waiting for the first token)"
+            ),
+            span_ids=tuple(s.record.span_id for s in timed),
+            category=LLM,
+            evidence={
+                "calls": calls,
+                "time_to_first_token_ns": total_first,
+                "decode_ns": total_decode,
+                "first_token_share": share,
+                "streaming_without_first_token": len(streaming) - len(timed),
+            },
+        )
+    ]
+
+
+def find_llm_gaps(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+    """Time between consecutive LLM calls of one agent (a span's LLM children one after another):
+    how much of it other steps (tools, retrievals, ...) cover, and how much is the agent's own."""
+    gaps: list[JSONValue] = []
+    span_ids: list[str] = []
+    total = total_covered = 0
+    for parent in profile.spans:
+        llm_children = [c for c in parent.children if c.category == LLM]
+        for index in range(1, len(llm_children)):
+            before, after = llm_children[index - 1], llm_children[index]
+            if after.start_ns < before.end_ns:
+                continue  # overlapping calls: no gap
+            start, end = before.end_ns, after.start_ns
+            others = ((max(c.start_ns, start), min(c.end_ns, end)) for c in parent.children if c.category != LLM)
+            covered = union_length(others)
+            total += end - start
+            total_covered += covered
+            span_ids.extend((before.record.span_id, after.record.span_id))
+            gaps.append(
+                {
+                    "parent_span_id": parent.record.span_id,
+                    "after_span_id": before.record.span_id,
+                    "before_span_id": after.record.span_id,
+                    "gap_ns": end - start,
+                    "other_steps_ns": covered,
+                    "own_ns": end - start - covered,
+                }
+            )
+    if not gaps:
+        return []
+    return [
+        Finding(
+            kind=LLM_GAPS,
+            title=(
+                f"{format_duration(total)} between consecutive LLM calls "
+                f"({len(gaps)} gap{'s' if len(gaps) > 1 else ''}): "
+                f"{format_duration(total_covered)} in tools and other steps, "
+                f"{format_duration(total - total_covered)} in the agents' own code"
+            ),
+            span_ids=tuple(dict.fromkeys(span_ids)),
+            category=LLM,
+            evidence={
+                "gaps": gaps,
+                "gap_ns": total,
+                "other_steps_ns": total_covered,
+                "own_ns": total - total_covered,
+                "trace_share": _share(total, profile.duration_ns),
+            },
+        )
+    ]
+
+
+def find_prefix_cache(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+    """Prefix-cache hit rate: cached input tokens over input tokens, per model and in total."""
+    by_model: dict[str, TokenUsage] = {}
+    for span in _llm_calls(profile):
+        if span.tokens is not None and span.tokens.input > 0:
+            by_model.setdefault(span.model or span.operation, TokenUsage()).add(span.tokens)
+    if not by_model:
+        return []
+    total = TokenUsage()
+    models: dict[str, JSONValue] = {}
+    for model in sorted(by_model):
+        usage = by_model[model]
+        total.add(usage)
+        cached = min(usage.cached_input, usage.input)
+        models[model] = {"input": usage.input, "cached_input": cached, "hit_rate": _share(cached, usage.input)}
+    cached = min(total.cached_input, total.input)
+    rate = _share(cached, total.input)
+    return [
+        Finding(
+            kind=PREFIX_CACHE,
+            title=f"prefix cache hit rate {_percent(rate)}: {cached:,} of {total.input:,} input tokens were cached",
+            category=LLM,
+            evidence={
+                "input": total.input,
+                "cached_input": cached,
+                "uncached_input": total.input - cached,
+                "hit_rate": rate,
+                "by_model": models,
+            },
+        )
+    ]

@@ -1,0 +1,84 @@
+"""What-if projections: the saving if selected spans were N times faster, and the selectors that pick them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from ..categories import CATEGORIES, EMBEDDING, LLM
+from ..genai import strip_snapshot
+from ..profile import SpanProfile, TraceProfile
+from .base import WHAT_IF, Finding, _by_start, _projected, _with_descendants, format_duration
+
+
+def select(profile: TraceProfile, selector: str) -> list[SpanProfile]:
+    """Spans matching a selector: ``"category:operation"`` (``"tool:search_kb"``, ``"llm:gpt-4o"``,
+    a model also matching its snapshots), ``"category"`` (``"llm"``), ``"span:<span id>"``, or an
+    operation name in any category."""
+    head, colon, tail = selector.partition(":")
+    if colon and head == "span":
+        return [s for s in profile.spans if s.record.span_id == tail]
+    if colon:
+        if head not in CATEGORIES:
+            raise ValueError(f"unknown category {head!r} in selector {selector!r}; one of {', '.join(CATEGORIES)}")
+        return [s for s in profile.spans if s.category == head and _operation_is(s, tail)]
+    if selector in CATEGORIES:
+        return [s for s in profile.spans if s.category == selector]
+    return [s for s in profile.spans if _operation_is(s, selector)]
+
+
+def _operation_is(span: SpanProfile, operation: str) -> bool:
+    return span.operation == operation or (
+        span.category in (LLM, EMBEDDING) and strip_snapshot(span.operation) == operation
+    )
+
+
+def _selector_label(selector: str) -> str:
+    head, colon, tail = selector.partition(":")
+    if colon:
+        return f"span {tail}" if head == "span" else f"{head} {tail}"
+    return f"all {selector} spans" if selector in CATEGORIES else selector
+
+
+def what_if(profile: TraceProfile, selector: str, speedup: float) -> Finding:
+    """The trace's end-to-end saving if the selected spans (with everything they called) were
+    ``speedup`` times faster (``math.inf``: instant), recomputed on the tree."""
+    if not (speedup > 0):
+        raise ValueError(f"speedup must be > 0, got {speedup!r}")
+    selected = select(profile, selector)
+    chosen = _with_descendants(selected)
+    tops = [s for s in selected if not any(a in chosen for a in _ancestors(s))]
+    projected, saving = _projected(profile, chosen, 0.0 if math.isinf(speedup) else 1.0 / speedup)
+    label = _selector_label(selector)
+    faster = "instant" if math.isinf(speedup) else f"{speedup:g}x faster"
+    title = (
+        f"{label} {faster} saves {format_duration(saving)} of {format_duration(profile.duration_ns)}"
+        if selected
+        else f"{label}: no span matches"
+    )
+    categories = {s.category for s in selected}
+    operations = {s.operation for s in selected}
+    return Finding(
+        kind=WHAT_IF,
+        title=title,
+        saving_ns=saving,
+        span_ids=tuple(s.record.span_id for s in _by_start(selected)),
+        operation=next(iter(operations)) if len(operations) == 1 else None,
+        category=next(iter(categories)) if len(categories) == 1 else None,
+        evidence={
+            "selector": selector,
+            "speedup": speedup if math.isfinite(speedup) else None,
+            "matched_spans": len(selected),
+            "selected_duration_ns": sum(s.duration_ns for s in tops),
+            "selected_critical_path_ns": sum(s.critical_path_ns for s in chosen),
+            "duration_ns": profile.duration_ns,
+            "projected_duration_ns": projected,
+        },
+    )
+
+
+def _ancestors(span: SpanProfile) -> Iterable[SpanProfile]:
+    parent = span.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent

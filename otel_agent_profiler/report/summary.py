@@ -1,0 +1,268 @@
+"""The report's summary JSON (``report --summary-json PATH``): every number the report shows, machine-readable.
+
+::
+
+    {
+      "format": "otel-agent-profiler.report-summary",   # and "version": 2
+      "generator": "otel-agent-profiler <version>",
+      "selected_trace_id": "<hex>",                    # the trace the views open with
+      "files": [{"path", "format", "spans", "problems"}],
+      "traces": [                                       # slowest first, as in the report's table
+        {<core schema: schema.trace_to_dict>, "findings": [Finding.to_dict(), ...]}
+        # "spans" only for the traces the page shows in detail; every span: analyze --format json
+      ],
+      "statistics": null | {                            # null with fewer than two traces
+        "categories":  [records of analytics.category_statistics (metrics duration_ms,
+                        self_time_ms, critical_path_ms; one row per category and metric)],
+        "operations":  [records of analytics.operation_statistics, same metrics],
+        "throughput":  {"window_start", "window_end" (ISO 8601, UTC),
+                        "rows": [records of analytics.throughput(operations=True)]},
+        "concurrency": [records of analytics.concurrency_distribution, scope "overall"],
+        "concurrency_spikes": {
+          "threshold": <calls at once>, "threshold_source": "option" | "p95",
+          "overall": <spikes>, "trace": <spikes>       # across runs; within each run
+        },
+        "sequences":   [records of analytics.frequent_sequences(collapse_repeats=True), top 10],
+        "ngrams":      [records of analytics.frequent_ngrams(n=3), top 10],
+        "forecasts":   null | {"features": [...], "evaluation": [records of Forecaster.evaluation:
+                        target, model_mae, mean_mae, used ("linear" or "mean"), folds, runs, cuts],
+                        "means": {target: mean}, "coefficients": {target: {"intercept", feature...}}}
+      },
+      "prefix_cache_candidates": null | [PrefixCandidate.to_dict(), ...]   # only with --prefix-cache
+    }
+
+``<spikes>`` is ``{"count", "total_ms", "max_peak", "spikes": [...], "truncated"}``: the spikes
+with the highest peak (then the longest) first, at most 20, each with scope, trace_id, calls (the
+categories counted, e.g. ``llm+tool``), start, end, duration_ms, peak, call_count and ``involved``:
+its first 10 calls (``span_id``, ``name``, ``trace_id``, in order of start; ``calls_truncated``
+says whether there were more). A run of many
+traces has thousands of spikes involving thousands of calls; the counts stay exact, the lists
+are bounded. The default threshold is the time-weighted 95th percentile of the overall
+concurrency of busy time: the level the calls exceed less than 5% of the time any call runs.
+
+Times are float milliseconds as in the core schema, except a finding's ``saving_ns`` and its
+evidence (nanoseconds, as ``Finding.to_dict`` writes them); missing statistics (NaN) are ``null``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from .._version import __version__
+from ..core.findings import Finding
+from ..core.profile import TraceProfile
+from ..core.schema import trace_to_dict
+
+SUMMARY_FORMAT = "otel-agent-profiler.report-summary"
+SUMMARY_VERSION = 2
+
+STAT_METRICS = ("duration_ms", "self_time_ms", "critical_path_ms")
+#: Spikes listed per scope, and calls listed per spike (the counts are always complete).
+MAX_SPIKES = 20
+MAX_SPIKE_CALLS = 10
+#: The default spike threshold: the level exceeded during less than this share of busy time.
+SPIKE_BUSY_SHARE = 0.05
+
+
+def clean(value: Any) -> Any:
+    """A pandas/numpy cell as a plain JSON value (NaN and NA as None, timestamps as ISO 8601)."""
+    if value is None:
+        return None
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if hasattr(value, "isoformat"):
+        try:
+            import pandas as pd
+
+            if pd.isna(value):
+                return None
+        except (TypeError, ValueError):
+            pass
+        return str(value.isoformat())
+    if hasattr(value, "item"):  # numpy scalars
+        return clean(value.item())
+    if isinstance(value, (str, int, bool)):
+        return value
+    if isinstance(value, (tuple, list)):
+        return [clean(item) for item in value]
+    try:
+        import pandas as pd
+
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return str(value)
+
+
+def records(frame: Any) -> list[dict[str, Any]]:
+    columns = [str(c) for c in frame.columns]
+    return [
+        {column: clean(value) for column, value in zip(columns, row, strict=True)}
+        for row in frame.itertuples(index=False, name=None)
+    ]
+
+
+def cross_run_statistics(
+    profiles: Sequence[TraceProfile], *, spike_threshold: int | None = None, charts_only: bool = False
+) -> dict[str, Any] | None:
+    """The ``statistics`` of the summary (see the module docs); None for fewer than 2 traces.
+
+    ``charts_only`` leaves out throughput, spikes and forecasts, which the HTML page does not draw.
+    Needs pandas (imported here, so the rest of the command line does not pay for it).
+    """
+    if len(profiles) < 2:
+        return None
+    from ..analytics import (
+        category_statistics,
+        concurrency_distribution,
+        frequent_ngrams,
+        frequent_sequences,
+        operation_statistics,
+        span_table,
+    )
+
+    table = span_table(profiles)
+    distribution = concurrency_distribution(table, scopes=("overall",))
+    statistics: dict[str, Any] = {
+        "categories": records(category_statistics(table, metrics=STAT_METRICS)),
+        "operations": records(operation_statistics(table, metrics=STAT_METRICS)),
+        "concurrency": records(distribution),
+        "sequences": records(frequent_sequences(table, collapse_repeats=True, top=10)),
+        "ngrams": records(frequent_ngrams(table, n=3, top=10)),
+    }
+    if not charts_only:
+        statistics["throughput"] = _throughput(table)
+        statistics["concurrency_spikes"] = _spikes(table, distribution, spike_threshold)
+        statistics["forecasts"] = _forecasts(table)
+    return statistics
+
+
+def _throughput(table: Any) -> dict[str, Any]:
+    from ..analytics import throughput
+
+    frame = throughput(table, operations=True)
+    return {
+        "window_start": clean(frame.attrs.get("window_start")),
+        "window_end": clean(frame.attrs.get("window_end")),
+        "rows": records(frame),
+    }
+
+
+def default_spike_threshold(distribution: Any) -> int | None:
+    """The level the calls exceed during less than ``SPIKE_BUSY_SHARE`` of the busy time (None when never busy)."""
+    busy = distribution[distribution["level"] > 0].sort_values("level")
+    total = float(busy["time_ms"].sum())
+    if total <= 0:
+        return None
+    above = total
+    for level, time_ms in zip(busy["level"], busy["time_ms"], strict=True):
+        above -= float(time_ms)
+        if above <= SPIKE_BUSY_SHARE * total:
+            return int(level)
+    return int(busy["level"].max())  # pragma: no cover - the loop always ends at the top level
+
+
+def _spikes(table: Any, distribution: Any, threshold: int | None) -> dict[str, Any]:
+    from ..analytics import concurrency_spikes
+
+    source = "option"
+    if threshold is None:
+        source = "p95"
+        threshold = default_spike_threshold(distribution)
+    result: dict[str, Any] = {"threshold": threshold, "threshold_source": source}
+    for scope in ("overall", "trace"):
+        frame = concurrency_spikes(table, threshold, scope=scope) if threshold is not None else None
+        result[scope] = _bounded_spikes(frame)
+    return result
+
+
+def _bounded_spikes(frame: Any) -> dict[str, Any]:
+    if frame is None or not len(frame):
+        return {"count": 0, "total_ms": 0.0, "max_peak": None, "spikes": [], "truncated": False}
+    top = frame.sort_values(["peak", "duration_ms", "start"], ascending=[False, False, True], kind="stable")
+    listed = []
+    for row in top.head(MAX_SPIKES).itertuples(index=False):
+        calls = [
+            {"span_id": span_id, "name": name, "trace_id": trace_id}
+            for span_id, name, trace_id in list(zip(row.span_ids, row.names, row.trace_ids, strict=True))[
+                :MAX_SPIKE_CALLS
+            ]
+        ]
+        listed.append(
+            {
+                "scope": clean(row.scope),
+                "trace_id": clean(row.trace_id),
+                "calls": clean(row.calls),
+                "start": clean(row.start),
+                "end": clean(row.end),
+                "duration_ms": clean(row.duration_ms),
+                "peak": clean(row.peak),
+                "call_count": clean(row.call_count),
+                "involved": calls,
+                "calls_truncated": int(row.call_count) > MAX_SPIKE_CALLS,
+            }
+        )
+    return {
+        "count": len(frame),
+        "total_ms": float(frame["duration_ms"].sum()),
+        "max_peak": int(frame["peak"].max()),
+        "spikes": listed,
+        "truncated": len(frame) > MAX_SPIKES,
+    }
+
+
+def _forecasts(table: Any) -> dict[str, Any] | None:
+    from ..analytics import fit_forecaster
+
+    try:
+        forecaster = fit_forecaster(table)
+    except ValueError:  # fewer than two finished runs with steps
+        return None
+    coefficients = forecaster.coefficients
+    return {
+        "features": list(forecaster.features),
+        "evaluation": records(forecaster.evaluation),
+        "means": {target: clean(mean) for target, mean in forecaster.means.items()},
+        "coefficients": {
+            str(target): {str(k): clean(v) for k, v in row.items()} for target, row in coefficients.iterrows()
+        },
+    }
+
+
+def build_summary(
+    profiles: Sequence[TraceProfile],
+    findings: Mapping[str, Sequence[Finding]],
+    *,
+    selected_trace_id: str | None = None,
+    statistics: Mapping[str, Any] | None = None,
+    files: Sequence[Mapping[str, Any]] = (),
+    detail_trace_ids: Collection[str] | None = None,
+    prefix_cache: Sequence[Any] | None = None,
+) -> dict[str, Any]:
+    """The summary JSON document (see the module docs).
+
+    ``detail_trace_ids``: the traces whose spans are included (all when None).
+    ``prefix_cache``: the prompt-prefix candidates, when they were asked for.
+    """
+    from .html import by_duration, select_trace
+
+    selected = select_trace(profiles, selected_trace_id) if profiles else None
+    traces = []
+    for profile in by_duration(profiles):
+        with_spans = detail_trace_ids is None or profile.trace_id in detail_trace_ids
+        document = trace_to_dict(profile, include_spans=with_spans)
+        document["findings"] = [f.to_dict() for f in findings.get(profile.trace_id, ())]
+        traces.append(document)
+    return {
+        "format": SUMMARY_FORMAT,
+        "version": SUMMARY_VERSION,
+        "generator": f"otel-agent-profiler {__version__}",
+        "selected_trace_id": selected.trace_id if selected is not None else None,
+        "files": [dict(f) for f in files],
+        "traces": traces,
+        "statistics": dict(statistics) if statistics is not None else None,
+        "prefix_cache_candidates": [c.to_dict() for c in prefix_cache] if prefix_cache is not None else None,
+    }
