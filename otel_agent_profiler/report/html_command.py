@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import msgspec
 
 from .._gc import cyclic_gc_paused
 from ..adapters import read_trace_file
@@ -82,10 +83,14 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-def _write(path: str, text: str, report_error: Callable[[str], None]) -> bool:
+def _write(path: str, text: str | bytes, report_error: Callable[[str], None]) -> bool:
     try:
-        with open(path, "w", encoding="utf-8") as out:
-            out.write(text)
+        if isinstance(text, bytes):
+            with open(path, "wb") as binary:
+                binary.write(text)
+        else:
+            with open(path, "w", encoding="utf-8") as out:
+                out.write(text)
     except OSError as exc:
         report_error(f"cannot write {path}: {exc.strerror or exc}")
         return False
@@ -194,7 +199,11 @@ def _run(args: argparse.Namespace, progress: Progress, report_error: Callable[[s
     if not _write(args.html, page, report_error):
         return 1
     if summary is not None and not _write(
-        args.summary_json, json.dumps(summary, separators=(",", ":")) + "\n", report_error
+        # msgspec writes the same compact JSON as json.dumps, several times faster (it is 100+ MB
+        # over 200,000 spans); NaN never occurs: statistics turn it into None first.
+        args.summary_json,
+        msgspec.json.encode(summary) + b"\n",
+        report_error,
     ):
         return 1
     spans = sum(p.span_count for p in profiles)
