@@ -1,11 +1,13 @@
 """Benchmark: the profiler's per-span overhead, against the bare SDK, in the same run.
 
 Two workloads: traces of 5 nested spans with 6 attributes each, made in a tight loop (the
-shape of the usual SDK baseline, where every span is a different operation), and realistic
+shape of the usual SDK baseline; the attributes make every span a chat call to one model, so
+the per-trace costs weigh on 5 spans only), and realistic
 agent traces replayed with their own timestamps (agent_traces.py: nested agents, parallel
 tools, chains of LLM calls). Compared, alternating and repeated:
 
-* baseline: ``TracerProvider`` + ``BatchSpanProcessor`` with an exporter that does nothing;
+* baseline: ``TracerProvider`` + ``BatchSpanProcessor`` with an exporter that does nothing, and
+  again with an OTLP/gRPC exporter to a local rotel (``--export``; both by default);
 * profiled: the same ``BatchSpanProcessor`` behind ``AgentProfilerSpanProcessor``, with profile
   metrics recorded into an SDK ``MeterProvider``.
 
