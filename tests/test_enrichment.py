@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
+from expected_attributes import expected_of
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -22,7 +23,7 @@ from otel_agent_profiler import _internal_errors
 from otel_agent_profiler import attributes as attr
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.config import _OPTIONS
-from otel_agent_profiler.core import CATEGORIES, PriceTable, SpanRecord, TraceProfile, profile_records, profile_trace
+from otel_agent_profiler.core import PriceTable, SpanRecord, profile_records, profile_trace
 from otel_agent_profiler.enrichment import EnrichedSpan, span_attributes, trace_attributes
 from otel_agent_profiler.processor import AgentProfilerSpanProcessor
 
@@ -173,56 +174,6 @@ def varied_trace(tracer: trace.Tracer, base: int = T0) -> None:
     answer.end(end_time=base + 95 * MS)
     root.set_status(Status(StatusCode.OK))
     root.end(end_time=base + 100 * MS)
-
-
-def expected_of(profile: TraceProfile, complete: bool) -> dict[str, dict[str, Any]]:
-    """The attributes the documentation promises, computed from the core's profile."""
-    roots = {root.span_id for root in profile.roots}
-    critical = profile.critical_path_ns
-    result: dict[str, dict[str, Any]] = {}
-    for span in profile.spans:
-        values: dict[str, Any] = {
-            attr.CATEGORY: span.category,
-            attr.OPERATION: span.operation,
-            attr.SELF_TIME_MS: span.self_time_ns / 1e6,
-            attr.CRITICAL_PATH_MS: span.critical_path_ns / 1e6,
-            attr.ON_CRITICAL_PATH: span.on_critical_path,
-        }
-        if span.time_to_first_token_ns is not None:
-            values[attr.TIME_TO_FIRST_TOKEN_MS] = span.time_to_first_token_ns / 1e6
-        if span.cost_usd is not None:
-            values[attr.COST_USD] = span.cost_usd
-        if span.span_id in roots:
-            values[attr.TRACE_DURATION_MS] = profile.duration_ns / 1e6
-            values[attr.TRACE_CRITICAL_PATH_MS] = critical / 1e6
-            values[attr.TRACE_SPAN_COUNT] = profile.span_count
-            values[attr.TRACE_LLM_CALLS] = profile.llm_calls
-            values[attr.TRACE_COMPLETE] = complete
-            values[attr.TRACE_ANOMALIES] = len(profile.anomalies)
-            for category in CATEGORIES:
-                if any(s.category == category for s in profile.spans):
-                    values[attr.TRACE_CATEGORY_CRITICAL_PATH_PREFIX + category] = (
-                        profile.categories[category].critical_path_ns / 1e6
-                    )
-            for kind in attr.TOKEN_TYPES:
-                if getattr(profile.tokens, kind):
-                    values[attr.TRACE_TOKENS_PREFIX + kind] = getattr(profile.tokens, kind)
-                    values[attr.TRACE_CRITICAL_PATH_TOKENS_PREFIX + kind] = getattr(profile.critical_path_tokens, kind)
-            if profile.cost_usd is not None:
-                values[attr.TRACE_COST_USD] = profile.cost_usd
-                values[attr.TRACE_CRITICAL_PATH_COST_USD] = profile.critical_path_cost_usd or 0.0
-            ops = sorted(profile.operations.values(), key=lambda op: -op.critical_path_ns)
-            if (
-                ops
-                and ops[0].critical_path_ns > 0
-                and (len(ops) == 1 or ops[1].critical_path_ns < ops[0].critical_path_ns)
-            ):
-                values[attr.BOTTLENECK_OPERATION] = ops[0].operation
-                values[attr.BOTTLENECK_CATEGORY] = ops[0].category
-                values[attr.BOTTLENECK_CRITICAL_PATH_MS] = ops[0].critical_path_ns / 1e6
-                values[attr.BOTTLENECK_SHARE] = ops[0].critical_path_ns / critical
-        result[span.span_id] = values
-    return result
 
 
 def assert_equal_to_core(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from expected_attributes import expected_of
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
@@ -40,7 +41,7 @@ from otel_agent_profiler import attributes as attr
 from otel_agent_profiler import processor as processor_module
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.config import _OPTIONS
-from otel_agent_profiler.core import CATEGORIES, TraceProfile, profile_records
+from otel_agent_profiler.core import TraceProfile, profile_records
 from otel_agent_profiler.processor import AgentProfilerSpanProcessor
 from otel_agent_profiler.profile_metrics import ProfileMetrics
 from otel_agent_profiler.trace_buffer import TraceBuffer
@@ -238,49 +239,8 @@ def expected_attributes(
     """What the analysis core says about each span: ``{span_id: {attribute: value}}``."""
     expected: dict[int, dict[str, Any]] = {}
     for profile in profile_records(records_from_spans(originals), **profile_kwargs):
-        expected.update(_expected_of_profile(profile, complete))
+        expected.update({int(span_id, 16): values for span_id, values in expected_of(profile, complete).items()})
     return expected
-
-
-def _expected_of_profile(profile: TraceProfile, complete: bool) -> dict[int, dict[str, Any]]:
-    roots = {root.span_id for root in profile.roots}
-    result: dict[int, dict[str, Any]] = {}
-    for span in profile.spans:
-        values: dict[str, Any] = {
-            attr.CATEGORY: span.category,
-            attr.OPERATION: span.operation,
-            attr.SELF_TIME_MS: span.self_time_ns / 1e6,
-            attr.CRITICAL_PATH_MS: span.critical_path_ns / 1e6,
-            attr.ON_CRITICAL_PATH: span.on_critical_path,
-        }
-        if span.time_to_first_token_ns is not None:
-            values[attr.TIME_TO_FIRST_TOKEN_MS] = span.time_to_first_token_ns / 1e6
-        if span.cost_usd is not None:
-            values[attr.COST_USD] = span.cost_usd
-        if span.span_id in roots:
-            values.update(
-                {
-                    attr.TRACE_DURATION_MS: profile.duration_ns / 1e6,
-                    attr.TRACE_CRITICAL_PATH_MS: profile.critical_path_ns / 1e6,
-                    attr.TRACE_SPAN_COUNT: profile.span_count,
-                    attr.TRACE_LLM_CALLS: profile.llm_calls,
-                    attr.TRACE_COMPLETE: complete,
-                    attr.TRACE_ANOMALIES: len(profile.anomalies),
-                }
-            )
-            for category in CATEGORIES:
-                if any(s.category == category for s in profile.spans):
-                    values[attr.TRACE_CATEGORY_CRITICAL_PATH_PREFIX + category] = (
-                        profile.categories[category].critical_path_ns / 1e6
-                    )
-            for kind in attr.TOKEN_TYPES:
-                if getattr(profile.tokens, kind):
-                    values[attr.TRACE_TOKENS_PREFIX + kind] = getattr(profile.tokens, kind)
-                    values[attr.TRACE_CRITICAL_PATH_TOKENS_PREFIX + kind] = getattr(profile.critical_path_tokens, kind)
-            if profile.cost_usd is not None:
-                values[attr.TRACE_COST_USD] = profile.cost_usd
-        result[int(span.span_id, 16)] = values
-    return result
 
 
 def assert_matches_core(
