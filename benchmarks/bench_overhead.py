@@ -11,6 +11,12 @@ tools, chains of LLM calls). Compared, alternating and repeated:
 * profiled: the same ``BatchSpanProcessor`` behind ``AgentProfilerSpanProcessor``, with profile
   metrics recorded into an SDK ``MeterProvider``.
 
+Each in two modes: steady, with a 5 ms pause after every 100 spans so that the profiler's
+worker keeps up (an agent spends most of its time waiting on LLM calls and tools, so its spans
+come in bursts far below the profiler's throughput), and saturated, a tight loop in which the
+worker falls behind and the backlog of waiting traces grows (the garbage collector then has more
+to traverse, and pays for it on whichever thread triggers it).
+
 Reported: CPU time of the application thread per span, and the process's total CPU time
 per span once everything is exported (the profiler's worker included), both as ratios to the
 baseline; and memory held per span while traces wait to complete.
@@ -26,7 +32,7 @@ import statistics
 import sys
 import time
 import tracemalloc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -45,6 +51,11 @@ WITH_METRICS = "profiled, enriched spans and metrics"
 GOAL_APP_THREAD_EXTRA = 0.25
 GOAL_TOTAL_CPU_EXTRA = 1.0
 DEPTH = 5
+#: Steady mode: a pause after every PACE_SPANS spans lets the profiler's worker catch up.
+PACE_SPANS = 100
+PACE_S = 0.005
+PACED = "steady (a 5 ms pause after every 100 spans)"
+SATURATED = "saturated (a tight loop; the profiler falls behind)"
 
 
 class NullExporter(SpanExporter):
@@ -94,11 +105,31 @@ def _agent_runs(traces: int) -> list[list[tuple[str, int, int, int | None, dict[
     return runs
 
 
-def _replay(provider: TracerProvider, runs: list[list[tuple[str, int, int, int | None, dict[str, object]]]]) -> float:
+def _pacer(paced: bool) -> Callable[[int], None]:
+    """Called with the spans made so far: pauses after every ``PACE_SPANS`` when ``paced``."""
+    next_pause = [PACE_SPANS]
+
+    def pace(made: int) -> None:
+        if paced and made >= next_pause[0]:
+            next_pause[0] = made + PACE_SPANS
+            time.sleep(PACE_S)  # neither thread_time nor process_time counts the sleep
+
+    return pace
+
+
+def _replay(
+    provider: TracerProvider,
+    runs: list[list[tuple[str, int, int, int | None, dict[str, object]]]],
+    paced: bool = False,
+) -> float:
     """Make the SDK spans of recorded agent runs, with their own timestamps."""
     tracer = provider.get_tracer("bench")
+    pace = _pacer(paced)
+    made = 0
     started = time.thread_time()
     for run in runs:
+        made += len(run)
+        pace(made)
         spans = []
         for name, start, _, parent, attributes in run:
             context = None if parent is None else _ctx(spans[parent])
@@ -108,8 +139,9 @@ def _replay(provider: TracerProvider, runs: list[list[tuple[str, int, int, int |
     return time.thread_time() - started
 
 
-def _workload(provider: TracerProvider, traces: int) -> float:
+def _workload(provider: TracerProvider, traces: int, paced: bool = False) -> float:
     tracer = provider.get_tracer("bench")
+    pace = _pacer(paced)
     names = ("invoke_agent planner", "chat gpt-4o", "execute_tool search", "retrieval kb", "embeddings small")
     attributes = {
         "gen_ai.operation.name": "chat",
@@ -120,7 +152,8 @@ def _workload(provider: TracerProvider, traces: int) -> float:
         "app.step": 3,
     }
     started = time.thread_time()
-    for _ in range(traces):
+    for number in range(traces):
+        pace(number * DEPTH)
         spans = []
         for depth in range(DEPTH):
             span = tracer.start_span(
@@ -148,25 +181,35 @@ def _make_exporter(otlp_endpoint: str | None) -> AccountingSpanExporter:
 
 
 def _run(
-    variant: str, traces: int, runs: list | None = None, otlp_endpoint: str | None = None
+    variant: str, traces: int, runs: list | None = None, otlp_endpoint: str | None = None, paced: bool = False
 ) -> tuple[float, float, int]:
     exporter = _make_exporter(otlp_endpoint)
     provider = TracerProvider()
     meter_provider = None
+    profiler = None
+    trace_count = traces if runs is None else len(runs)
     if variant == BASELINE:
         provider.add_span_processor(_batch(exporter))
     else:
         meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
-        provider.add_span_processor(
-            AgentProfilerSpanProcessor(
-                downstream=[_batch(exporter)], meter_provider=meter_provider, metrics_enabled=variant == WITH_METRICS
-            )
+        # Room for every trace, as the batch queue has room for every span: a tight loop makes
+        # traces faster than any worker profiles them, and past the cap the oldest would be
+        # exported unprofiled, on the application thread; that would measure the cap, not the cost.
+        profiler = AgentProfilerSpanProcessor(
+            downstream=[_batch(exporter)],
+            meter_provider=meter_provider,
+            metrics_enabled=variant == WITH_METRICS,
+            max_traces=trace_count + 1,
         )
+        provider.add_span_processor(profiler)
     gc.collect()
     cpu_started = time.process_time()
-    app_thread = _workload(provider, traces) if runs is None else _replay(provider, runs)
+    app_thread = _workload(provider, traces, paced) if runs is None else _replay(provider, runs, paced)
     provider.force_flush(timeout_millis=600_000)
     total_cpu = time.process_time() - cpu_started
+    if profiler is not None:
+        profiled = profiler._profiled_traces
+        assert profiled == trace_count, f"{variant}: profiled {profiled} of {trace_count} traces"
     provider.shutdown()
     if meter_provider is not None:
         meter_provider.shutdown()
@@ -244,15 +287,15 @@ class _Collector:
         self._process.wait(timeout=10)
 
 
-def _compare(label: str, traces: int, repeat: int, runs: list | None, otlp_endpoint: str | None) -> None:
+def _compare(label: str, traces: int, repeat: int, runs: list | None, otlp_endpoint: str | None, paced: bool) -> None:
     spans = sum(len(run) for run in runs) if runs is not None else traces * DEPTH
     for variant in (BASELINE, SPANS_ONLY, WITH_METRICS):
-        _run(variant, max(1, traces // 4), runs[: max(1, len(runs) // 4)] if runs else None, otlp_endpoint)
+        _run(variant, max(1, traces // 4), runs[: max(1, len(runs) // 4)] if runs else None, otlp_endpoint, paced)
     app: dict[str, list[float]] = {variant: [] for variant in (BASELINE, SPANS_ONLY, WITH_METRICS)}
     cpu: dict[str, list[float]] = {variant: [] for variant in app}
     for _ in range(repeat):
         for variant in app:
-            thread_time, process_time, exported = _run(variant, traces, runs, otlp_endpoint)
+            thread_time, process_time, exported = _run(variant, traces, runs, otlp_endpoint, paced)
             assert exported == spans, f"{variant}: exported {exported} of {spans} spans"
             app[variant].append(thread_time)
             cpu[variant].append(process_time)
@@ -260,7 +303,8 @@ def _compare(label: str, traces: int, repeat: int, runs: list | None, otlp_endpo
     per = 1e6 / spans
     b_app, b_cpu = statistics.median(app[BASELINE]), statistics.median(cpu[BASELINE])
     destination = "OTLP/gRPC to a real collector" if otlp_endpoint else "an exporter that does nothing"
-    print(f"\n{label}, exported to {destination}: {spans:,} spans per run; median of {repeat}")
+    mode = PACED if paced else SATURATED
+    print(f"\n{label}, exported to {destination}, {mode}: {spans:,} spans per run; median of {repeat}")
     print(
         f"  baseline (BatchSpanProcessor alone): application thread {b_app * per:.1f} us/span, "
         f"total CPU {b_cpu * per:.1f} us/span"
@@ -288,18 +332,30 @@ def main() -> int:
         default="both",
         help="where spans go: an exporter that does nothing, OTLP to a local rotel, or both (default)",
     )
+    parser.add_argument(
+        "--mode",
+        choices=("steady", "saturated", "both"),
+        default="both",
+        help=(
+            "steady: a 5 ms pause after every 100 spans, so the profiler keeps up, as in an agent that waits on "
+            "its LLM calls; saturated: a tight loop, where the profiler's backlog grows; or both (default)"
+        ),
+    )
     args = parser.parse_args()
     agent_traces = max(1, args.traces // 6)
     runs = _agent_runs(agent_traces)
     chain_label = f"{args.traces:,} traces of {DEPTH} nested spans, 6 attributes each"
     agent_label = f"{agent_traces:,} realistic agent traces (agent_traces.py shapes)"
+    modes = {"steady": (True,), "saturated": (False,), "both": (True, False)}[args.mode]
     if args.export in ("null", "both"):
-        _compare(chain_label, args.traces, args.repeat, None, None)
-        _compare(agent_label, agent_traces, args.repeat, runs, None)
+        for paced in modes:
+            _compare(chain_label, args.traces, args.repeat, None, None, paced)
+            _compare(agent_label, agent_traces, args.repeat, runs, None, paced)
     if args.export in ("otlp", "both"):
         with _Collector() as endpoint:
-            _compare(chain_label, args.traces, args.repeat, None, endpoint)
-            _compare(agent_label, agent_traces, args.repeat, runs, endpoint)
+            for paced in modes:
+                _compare(chain_label, args.traces, args.repeat, None, endpoint, paced)
+                _compare(agent_label, agent_traces, args.repeat, runs, endpoint, paced)
     total, ours = _memory_per_buffered_span(min(args.traces, 2000))
     print(f"\nmemory per buffered span: {total:,.0f} bytes held in all, {ours:,.0f} bytes of it the profiler's own")
     return 0

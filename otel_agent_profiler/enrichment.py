@@ -97,7 +97,7 @@ class EnrichedSpan(ReadableSpan):
             end_time=original.end_time,
             instrumentation_scope=original.instrumentation_scope,
         )
-        self._original = original
+        self._dropped = (original.dropped_attributes, original.dropped_events, original.dropped_links)
 
     @classmethod
     def of(cls, original: ReadableSpan, extra: Mapping[str, Any]) -> EnrichedSpan:
@@ -107,24 +107,29 @@ class EnrichedSpan(ReadableSpan):
         without the SDK's usual layout takes the constructor.
         """
         state = getattr(original, "__dict__", None)
-        inner = getattr(getattr(original, "_attributes", None), "_dict", None)
+        bounded = getattr(original, "_attributes", None)
+        inner = getattr(bounded, "_dict", None)
         if state is None or type(inner) is not dict or "_attributes" not in state:
             return cls(original, extra)
         span = object.__new__(cls)
         span.__dict__.update(state)
         span._attributes = {**extra, **inner}  # originals win: they are never changed
-        span._original = original
+        # Events and links are the original's bounded lists, which keep their own dropped counts.
+        span._dropped = (original.dropped_attributes, -1, -1)
         return span
 
-    # Exporters report what the SDK dropped; the copy must not hide it.
+    # Exporters report what the SDK dropped; the copy must not hide it. The counts are kept
+    # rather than the original span, which can then be freed before the copy is exported.
     @property
     def dropped_attributes(self) -> int:
-        return self._original.dropped_attributes
+        return self._dropped[0]
 
     @property
     def dropped_events(self) -> int:
-        return self._original.dropped_events
+        dropped = self._dropped[1]
+        return super().dropped_events if dropped < 0 else dropped
 
     @property
     def dropped_links(self) -> int:
-        return self._original.dropped_links
+        dropped = self._dropped[2]
+        return super().dropped_links if dropped < 0 else dropped

@@ -34,6 +34,7 @@ from .config import ProfilerConfig, resolve_config
 from .core.analyze import profile_trace
 from .core.findings import find_all
 from .core.profile import TraceProfile
+from .core.records import SpanRecord
 from .enrichment import EnrichedSpan, span_attributes, trace_attributes
 from .export_accounting import AccountingSpanExporter
 from .profile_metrics import ProfileMetrics
@@ -212,7 +213,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         if not spans:
             return
         try:
-            profile = profile_trace(records_from_spans(spans), self._classifier, self.config.prices)
+            records = records_from_spans(spans)
+            profile = profile_trace(records, self._classifier, self.config.prices)
         except Exception:
             report_internal_error("profiling")
             self._export_unprofiled(Passthrough("unprofiled_error", spans))
@@ -220,7 +222,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         exported: Sequence[ReadableSpan] = spans
         if self.config.enrich_spans:
             try:
-                exported = self._enriched(spans, profile, complete)
+                exported = self._enriched(spans, records, profile, complete)
             except Exception:
                 report_internal_error("enrichment")
         self._profiled_traces += 1
@@ -255,19 +257,22 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         return new
 
     @staticmethod
-    def _enriched(spans: Sequence[ReadableSpan], profile: TraceProfile, complete: bool) -> list[ReadableSpan]:
-        by_id = {span.span_id: span for span in profile.spans}
-        root_ids = {root.span_id for root in profile.roots}
+    def _enriched(
+        spans: Sequence[ReadableSpan], records: Sequence[SpanRecord], profile: TraceProfile, complete: bool
+    ) -> list[ReadableSpan]:
+        # records[i] was made from spans[i]; each profiled span keeps its record, so the record's
+        # identity finds a span's profile without formatting its id again.
+        by_record = {id(span.record): span for span in profile.spans}
+        roots = {id(root.record) for root in profile.roots}
         totals = trace_attributes(profile, complete=complete)
         enriched: list[ReadableSpan] = []
-        for span in spans:
-            span_id = f"{span.context.span_id:016x}"
-            profiled = by_id.get(span_id)
+        for span, record in zip(spans, records, strict=True):
+            profiled = by_record.get(id(record))
             if profiled is None:
                 enriched.append(span)
                 continue
             extra = span_attributes(profiled)
-            if span_id in root_ids:
+            if id(record) in roots:
                 extra.update(totals)
             enriched.append(EnrichedSpan.of(span, extra))
         return enriched

@@ -39,10 +39,12 @@ def test_overhead_benchmark_prints_ratios_for_both_workloads() -> None:
         check=True,
     )
     out = result.stdout
-    # Two workloads, each exported nowhere and over OTLP to a real collector.
-    assert out.count("total CPU          ") == 8, out
-    assert len(re.findall(r"-> [+-]\d+\.\d\dx extra", out)) == 16, out
-    assert out.count("exported to OTLP/gRPC to a real collector") == 2, out
+    # Two workloads, each exported nowhere and over OTLP to a real collector, steady and saturated.
+    assert out.count("total CPU          ") == 16, out
+    assert len(re.findall(r"-> [+-]\d+\.\d\dx extra", out)) == 32, out
+    assert out.count("exported to OTLP/gRPC to a real collector") == 4, out
+    assert out.count(", steady (a 5 ms pause after every 100 spans)") == 4, out
+    assert out.count(", saturated (a tight loop; the profiler falls behind)") == 4, out
     assert re.search(r"memory per buffered span: [\d,]+ bytes", out), out
 
 

@@ -1215,3 +1215,34 @@ def test_many_traces_in_flight_at_once(make_rig: Callable[..., Rig]) -> None:
     for n, spans in enumerate(reversed(open_traces)):
         spans[0].end(end_time=T0 + (99 - n) * 1000 * MS + 100 * MS)
     _assert_concurrent_run(rig, 100, 5)
+
+
+class RepeatedSpanIds(IdGenerator):
+    """Trace id 7 for every trace; span ids 1, 2, 2, 3, ...: the third span reuses the second's id."""
+
+    def __init__(self) -> None:
+        self._span_ids = iter([1, 2, 2, 3, 4, 5])
+
+    def generate_span_id(self) -> int:
+        return next(self._span_ids)
+
+    def generate_trace_id(self) -> int:
+        return 7
+
+
+def test_a_duplicate_span_id_is_exported_unchanged_and_its_kept_copy_enriched(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(id_generator=RepeatedSpanIds())
+    root = rig.tracer.start_span("root", context=Context(), start_time=T0)
+    short = rig.tracer.start_span("short", context=ctx_of(root), start_time=T0 + 1 * MS)
+    long = rig.tracer.start_span("long", context=ctx_of(root), start_time=T0 + 2 * MS)
+    assert short.get_span_context().span_id == long.get_span_context().span_id == 2
+    short.end(end_time=T0 + 3 * MS)
+    long.end(end_time=T0 + 50 * MS)
+    root.end(end_time=T0 + 60 * MS)
+    exported = {s.name: s for s in rig.wait_for_exported(3)}
+    assert set(exported) == {"root", "short", "long"}  # nothing lost
+    # The analysis keeps the longest ended copy of a duplicated id; the other goes out as it came.
+    assert is_enriched(exported["root"]) and is_enriched(exported["long"])
+    assert not is_enriched(exported["short"])
+    assert exported["long"].attributes["agent_profiler.self_time_ms"] == pytest.approx(48.0)
+    assert exported["root"].attributes["agent_profiler.trace.anomalies"] == 1

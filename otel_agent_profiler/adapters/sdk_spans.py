@@ -1,6 +1,7 @@
 """OpenTelemetry SDK ``ReadableSpan`` to span records: the live pipeline's adapter.
 
-Attribute mappings are copied as plain dicts (cheap, and safe for spans that have not ended).
+An ended SDK span's attributes cannot change any more (the SDK ignores writes after the end), so
+its attribute dict is referenced, not copied; a span that has not ended gets a copy.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ _STATUSES = {
     OtelStatusCode.OK: StatusCode.OK,
     OtelStatusCode.ERROR: StatusCode.ERROR,
 }
+# Enum members hash through Python code; their ids are a C-level lookup away. Keyed by id, the
+# tables are only consulted with the members themselves (never with equal-valued stand-ins).
+_KINDS_BY_ID = {id(kind): ours for kind, ours in _KINDS.items()}
+_STATUSES_BY_ID = {id(code): ours for code, ours in _STATUSES.items()}
 _EMPTY: Attributes = {}
 
 
@@ -36,12 +41,12 @@ def _attributes(mapping: Mapping[str, Any] | None) -> Attributes:
 
 
 def _span_attributes(span: ReadableSpan) -> Attributes:
-    # The SDK keeps a span's attributes in a plain dict inside its BoundedAttributes; copying
-    # that directly is an order of magnitude faster than going through the public view.
-    # Anything unexpected takes the public, slower road.
+    # The SDK keeps a span's attributes in a plain dict inside its BoundedAttributes; using it
+    # directly is an order of magnitude faster than going through the public view. Anything
+    # unexpected takes the public, slower road.
     inner = getattr(getattr(span, "_attributes", None), "_dict", None)
     if type(inner) is dict:
-        return cast(Attributes, inner.copy())
+        return cast(Attributes, inner if span.end_time is not None else inner.copy())
     return _attributes(span.attributes)
 
 
@@ -102,8 +107,8 @@ def record_from_span(span: ReadableSpan, trace_id_hex: str | None = None) -> Spa
         span.name,
         span.start_time or 0,
         span.end_time,
-        _KINDS.get(span.kind, SpanKind.INTERNAL),
-        _STATUSES.get(status.status_code, StatusCode.UNSET),
+        _KINDS_BY_ID.get(id(span.kind)) or _KINDS.get(span.kind, SpanKind.INTERNAL),
+        _STATUSES_BY_ID.get(id(status.status_code)) or _STATUSES.get(status.status_code, StatusCode.UNSET),
         status.description or "",
         _span_attributes(span),
         tuple(SpanEvent(e.name, e.timestamp, _attributes(e.attributes)) for e in events) if events else (),
