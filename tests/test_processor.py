@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import itertools
 import logging
 import random
 import sys
@@ -24,6 +23,7 @@ from typing import Any
 
 import pytest
 from expected_attributes import expected_of
+from id_generators import FixedTraceIds
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
@@ -300,21 +300,6 @@ class Exploding(SpanProcessor):
 
     def shutdown(self) -> None:
         raise RuntimeError("shutdown exploded")
-
-
-class FixedTraceIds(IdGenerator):
-    def __init__(self, trace_ids: Sequence[int]) -> None:
-        self._trace_ids = iter(trace_ids)
-        self._span_ids = itertools.count(1)
-        self._lock = threading.Lock()
-
-    def generate_span_id(self) -> int:
-        with self._lock:
-            return next(self._span_ids)
-
-    def generate_trace_id(self) -> int:
-        with self._lock:
-            return next(self._trace_ids)
 
 
 def error_logs(caplog: pytest.LogCaptureFixture, where: str) -> list[logging.LogRecord]:

@@ -6,14 +6,13 @@ checked to stay low-cardinality and free of ids and prompt or completion text.
 
 from __future__ import annotations
 
-import itertools
 import re
-import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from id_generators import FixedTraceIds
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.metrics import MeterProvider
@@ -332,21 +331,6 @@ def test_counters_by_outcome(make_rig: Callable[..., Rig]) -> None:
     assert metrics[pm.TRACES].unit == "{trace}"
     assert outcomes(rig) == {"profiled": 11, "unprofiled_late": 1}
     assert outcomes(rig, pm.TRACES) == {"complete": 2, "flushed": 1}
-
-
-class FixedTraceIds(IdGenerator):
-    def __init__(self, trace_ids: Sequence[int]) -> None:
-        self._trace_ids = iter(trace_ids)
-        self._span_ids = itertools.count(1)
-        self._lock = threading.Lock()
-
-    def generate_span_id(self) -> int:
-        with self._lock:
-            return next(self._span_ids)
-
-    def generate_trace_id(self) -> int:
-        with self._lock:
-            return next(self._trace_ids)
 
 
 # Trace ids whose low 64 bits put them first in (0x0...) or last out of (0xF...) any sample.
