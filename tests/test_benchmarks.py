@@ -12,16 +12,20 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.e2e
-def test_analysis_benchmark_prints_ratio_and_throughput() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_analyze.py"), "--spans", "2000", "--repeat", "1"],
+def bench(script: str, *args: str) -> str:
+    """Run ``benchmarks/<script>`` with ``args``; its standard output (it must exit 0)."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
         capture_output=True,
         text=True,
         timeout=300,
         check=True,
-    )
-    out = result.stdout
+    ).stdout
+
+
+@pytest.mark.e2e
+def test_analysis_benchmark_prints_ratio_and_throughput() -> None:
+    out = bench("bench_analyze.py", "--spans", "2000", "--repeat", "1")
     assert re.search(r"= \d+\.\d\dx baseline", out), out
     assert re.search(r"profiling throughput\s+[\d,]+ spans/s", out), out
     assert "without content" in out and "with prompt/completion content" in out
@@ -31,14 +35,7 @@ def test_analysis_benchmark_prints_ratio_and_throughput() -> None:
 
 @pytest.mark.e2e
 def test_overhead_benchmark_prints_ratios_for_both_workloads() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_overhead.py"), "--traces", "60", "--repeat", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    out = result.stdout
+    out = bench("bench_overhead.py", "--traces", "60", "--repeat", "1")
     # Two workloads, each exported nowhere and over OTLP to a real collector, steady and saturated.
     assert out.count("total CPU          ") == 16, out
     assert len(re.findall(r"-> [+-]\d+\.\d\dx extra", out)) == 32, out
@@ -50,41 +47,17 @@ def test_overhead_benchmark_prints_ratios_for_both_workloads() -> None:
 
 @pytest.mark.e2e
 def test_demo_overhead_benchmark_prints_the_ratio() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_demo_overhead.py"), "--runs", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    assert re.search(r"wall-clock overhead [+-]\d+\.\d\d%", result.stdout), result.stdout
+    out = bench("bench_demo_overhead.py", "--runs", "1")
+    assert re.search(r"wall-clock overhead [+-]\d+\.\d\d%", out), out
 
 
 @pytest.mark.e2e
 def test_analytics_and_diff_benchmarks_print_their_figures() -> None:
-    analytics = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_analytics.py"), "--spans", "3000"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout
+    analytics = bench("bench_analytics.py", "--spans", "3000")
     assert len(re.findall(r"x profiling\s+peak\s+[\d.]+ MB", analytics)) == 8, analytics
-    diff = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_diff.py"), "--spans", "3000"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout
+    diff = bench("bench_diff.py", "--spans", "3000")
     assert re.search(r"diff, end to end\s+[\d.]+ s = [\d.]+x", diff), diff
-    report = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_report.py"), "--spans", "3000"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout
+    report = bench("bench_report.py", "--spans", "3000")
     assert re.search(r"report --html, end to end\s+[\d.]+ s = [\d.]+x .*peak [\d,]+ MB; page [\d.]+ MB", report), report
     assert re.search(r"--summary-json, end to end\s+[\d.]+ s = [\d.]+x .*summary [\d.]+ MB", report), report
     assert re.search(r"one trace of 2,\d{3} spans: page [\d.]+ MB  ok", report), report
