@@ -107,11 +107,12 @@ def _agent_runs(traces: int) -> list[list[tuple[str, int, int, int | None, dict[
 
 def _pacer(paced: bool) -> Callable[[int], None]:
     """Called with the spans made so far: pauses after every ``PACE_SPANS`` when ``paced``."""
-    next_pause = [PACE_SPANS]
+    next_pause = PACE_SPANS
 
     def pace(made: int) -> None:
-        if paced and made >= next_pause[0]:
-            next_pause[0] = made + PACE_SPANS
+        nonlocal next_pause
+        if paced and made >= next_pause:
+            next_pause = made + PACE_SPANS
             time.sleep(PACE_S)  # neither thread_time nor process_time counts the sleep
 
     return pace

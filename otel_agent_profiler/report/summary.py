@@ -67,33 +67,23 @@ SPIKE_BUSY_SHARE = 0.05
 
 
 def clean(value: Any) -> Any:
-    """A pandas/numpy cell as a plain JSON value (NaN and NA as None, timestamps as ISO 8601)."""
+    """A pandas/numpy cell as a plain JSON value (NaN, NA and NaT as None, timestamps as ISO 8601)."""
     if value is None:
         return None
-    if isinstance(value, float):
+    if isinstance(value, float):  # numpy's float64 too
         return None if math.isnan(value) else value
-    if hasattr(value, "isoformat"):
-        try:
-            import pandas as pd
-
-            if pd.isna(value):
-                return None
-        except (TypeError, ValueError):
-            pass
-        return str(value.isoformat())
-    if hasattr(value, "item"):  # numpy scalars
-        return clean(value.item())
     if isinstance(value, (str, int, bool)):
         return value
     if isinstance(value, (tuple, list)):
         return [clean(item) for item in value]
-    try:
-        import pandas as pd
+    import pandas as pd
 
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
+    if pd.isna(value):
+        return None
+    if hasattr(value, "isoformat"):
+        return str(value.isoformat())
+    if hasattr(value, "item"):  # other numpy scalars
+        return clean(value.item())
     return str(value)
 
 
