@@ -91,8 +91,8 @@ def _step(detail: str) -> None:
         _steps.put(detail)
 
 
-def _side(path: str, files: list[str] | None = None) -> tuple[Any, int, list[str]]:
-    """Read and profile one side's runs: (span table, number of runs, error lines).
+def _side(path: str, files: list[str]) -> tuple[Any, int, list[str]]:
+    """Read and profile one side's runs (``files``, found in ``path``): (span table, number of runs, error lines).
 
     Module level so a worker process can run it: the two sides are read and profiled in
     parallel, which is most of the command's time. Reports one step per file read, one for the
@@ -102,7 +102,6 @@ def _side(path: str, files: list[str] | None = None) -> tuple[Any, int, list[str
 
     records: list[SpanRecord] = []
     errors: list[str] = []
-    files = _trace_files(path) if files is None else files
     if not files:
         return None, 0, [f"{path}: no trace files (*.json, *.jsonl) in this folder"]
     with cyclic_gc_paused():
