@@ -54,6 +54,7 @@ from .._version import __version__
 from ..core.findings import Finding
 from ..core.profile import TraceProfile
 from ..core.schema import trace_to_dict
+from .html import by_duration, select_trace
 
 SUMMARY_FORMAT = "otel-agent-profiler.report-summary"
 SUMMARY_VERSION = 2
@@ -237,8 +238,6 @@ def build_summary(
     ``detail_trace_ids``: the traces whose spans are included (all when None).
     ``prefix_cache``: the prompt-prefix candidates, when they were asked for.
     """
-    from .html import by_duration, select_trace
-
     selected = select_trace(profiles, selected_trace_id) if profiles else None
     traces = []
     for profile in by_duration(profiles):
