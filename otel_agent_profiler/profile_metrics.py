@@ -11,6 +11,9 @@ the whole trace anyway, and an SDK histogram record costs several microseconds, 
 would cost more CPU than the rest of the profiler. Per-call latencies of LLM calls are the
 instrumentations' ``gen_ai.client.operation.duration``.
 
+The span and trace counts are observable counters: the profiler adds to plain integers, and
+the SDK reads them when it collects, so counting costs nothing like a record per trace.
+
 Attribute values come from small fixed sets (categories, token types, outcomes) or from
 operation names, which are capped: past ``max_operations`` distinct names, new ones are
 recorded as ``other``. No ids, prompts or completions are ever attribute values.
@@ -19,11 +22,11 @@ recorded as ``other``. No ids, prompts or completions are ever attribute values.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from opentelemetry import metrics
-from opentelemetry.metrics import MeterProvider
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
 from ._version import __version__
 from .core.categories import CATEGORIES
@@ -97,6 +100,24 @@ class OperationNames:
         return name
 
 
+class OutcomeCounts:
+    """Running totals by outcome, observed by an observable counter when metrics are collected."""
+
+    def __init__(self) -> None:
+        self._totals: dict[str, int] = {}
+        # Added to from the worker and the application's threads, read from the reader's.
+        self._lock = threading.Lock()
+
+    def add(self, outcome: str, count: int) -> None:
+        with self._lock:
+            self._totals[outcome] = self._totals.get(outcome, 0) + count
+
+    def observe(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            totals = list(self._totals.items())
+        return [Observation(total, {"agent_profiler.outcome": outcome}) for outcome, total in totals]
+
+
 class ProfileMetrics:
     """Instruments for the profile metrics, and recording one profiled trace into them."""
 
@@ -121,15 +142,21 @@ class ProfileMetrics:
         self._tokens = histograms[CRITICAL_PATH_TOKENS]
         self._cost = histograms[CRITICAL_PATH_COST]
         self._ttft = histograms[TIME_TO_FIRST_CHUNK]
-        self._spans = meter.create_counter(SPANS, unit="{span}", description="Spans seen, by what became of them")
-        self._traces = meter.create_counter(TRACES, unit="{trace}", description="Traces seen, by what became of them")
+        self._spans = OutcomeCounts()
+        self._traces = OutcomeCounts()
+        meter.create_observable_counter(
+            SPANS, [self._spans.observe], unit="{span}", description="Spans seen, by what became of them"
+        )
+        meter.create_observable_counter(
+            TRACES, [self._traces.observe], unit="{trace}", description="Traces seen, by what became of them"
+        )
 
     def count_spans(self, outcome: str, count: int = 1) -> None:
         if count:
-            self._spans.add(count, {"agent_profiler.outcome": outcome})
+            self._spans.add(outcome, count)
 
     def count_trace(self, outcome: str) -> None:
-        self._traces.add(1, {"agent_profiler.outcome": outcome})
+        self._traces.add(outcome, 1)
 
     def record(self, profile: TraceProfile) -> None:
         operation_of = self._operation
