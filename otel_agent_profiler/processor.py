@@ -175,7 +175,10 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._export_unprofiled(group)
         if ready:
             self._ensure_worker()
-            self._wake.set()
+            # Setting an event takes its lock and notifies; when it is already set the worker has
+            # yet to clear it, and it takes every ready trace after clearing, this one included.
+            if not self._wake.is_set():
+                self._wake.set()
 
     # -- the worker ------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, Span
 from opentelemetry.trace import SpanKind as OtelSpanKind
 from opentelemetry.trace import StatusCode as OtelStatusCode
 
@@ -89,17 +89,62 @@ def _has_items(span: ReadableSpan, field: str) -> bool:
         return True
 
 
+# Exactly these types keep their fields in their instance dict under the names below, and their
+# properties return those fields unchanged; a subclass may override a property, so it is not here.
+_PLAIN_LAYOUT = frozenset({ReadableSpan, Span})
+
+
 def record_from_span(span: ReadableSpan, trace_id_hex: str | None = None) -> SpanRecord:
     """The span record of one SDK span (ended or not).
 
     ``trace_id_hex``, when given, is the span's trace id in hex, already formatted by the caller.
     """
+    if type(span) in _PLAIN_LAYOUT:
+        try:
+            return _record_from_fields(span.__dict__, trace_id_hex)
+        except (KeyError, AttributeError, TypeError):
+            pass  # a field missing or of an unexpected type: the public road below handles it
+    return _record_from_properties(span, trace_id_hex)
+
+
+def _record_from_fields(state: dict[str, Any], trace_id_hex: str | None) -> SpanRecord:
+    # The SDK span's fields read straight from its dict: each property read is a Python call,
+    # and this runs once per exported span.
+    context = state["_context"]
+    parent = state["_parent"]
+    status = state["_status"]
+    end = state["_end_time"]
+    bounded = state["_attributes"]
+    inner = bounded._dict if bounded is not None else None
+    if type(inner) is not dict:
+        raise TypeError("attributes without the SDK's usual layout")
+    events = state["_events"]
+    links = state["_links"]
+    code = status.status_code
+    kind = state["_kind"]
+    return SpanRecord(
+        trace_id_hex or f"{context.trace_id:032x}",
+        f"{context.span_id:016x}",
+        f"{parent.span_id:016x}" if parent is not None else None,
+        state["_name"],
+        state["_start_time"] or 0,
+        end,
+        _KINDS_BY_ID.get(id(kind)) or _KINDS.get(kind, SpanKind.INTERNAL),
+        _STATUSES_BY_ID.get(id(code)) or _STATUSES.get(code, StatusCode.UNSET),
+        status.description or "",
+        cast(Attributes, inner if end is not None else inner.copy()) if inner else _EMPTY,
+        _events(events) if events else (),
+        _links(links) if links else (),
+        _resource_attributes(state["_resource"]),
+    )
+
+
+def _record_from_properties(span: ReadableSpan, trace_id_hex: str | None) -> SpanRecord:
     context = span.context
     parent = span.parent
     status = span.status
     events = span.events if _has_items(span, "_events") else ()
     links = span.links if _has_items(span, "_links") else ()
-    # Positional arguments, in SpanRecord's field order: this runs once per exported span.
     return SpanRecord(
         trace_id_hex or f"{context.trace_id:032x}",
         f"{context.span_id:016x}",
@@ -111,16 +156,20 @@ def record_from_span(span: ReadableSpan, trace_id_hex: str | None = None) -> Spa
         _STATUSES_BY_ID.get(id(status.status_code)) or _STATUSES.get(status.status_code, StatusCode.UNSET),
         status.description or "",
         _span_attributes(span),
-        tuple(SpanEvent(e.name, e.timestamp, _attributes(e.attributes)) for e in events) if events else (),
-        (
-            tuple(
-                SpanLink(f"{link.context.trace_id:032x}", f"{link.context.span_id:016x}", _attributes(link.attributes))
-                for link in links
-            )
-            if links
-            else ()
-        ),
+        _events(events) if events else (),
+        _links(links) if links else (),
         _resource_attributes(span.resource),
+    )
+
+
+def _events(events: Iterable[Any]) -> tuple[SpanEvent, ...]:
+    return tuple(SpanEvent(e.name, e.timestamp, _attributes(e.attributes)) for e in events)
+
+
+def _links(links: Iterable[Any]) -> tuple[SpanLink, ...]:
+    return tuple(
+        SpanLink(f"{link.context.trace_id:032x}", f"{link.context.span_id:016x}", _attributes(link.attributes))
+        for link in links
     )
 
 

@@ -110,22 +110,27 @@ def build_tree(records: list[SpanRecord]) -> tuple[list[SpanProfile], list[SpanP
     if len(by_id) != len(records):
         by_id = _dedupe(records, anomalies)
 
-    latest_end = max((r.end_ns for r in by_id.values() if r.end_ns is not None), default=0)
     nodes: dict[str, SpanProfile] = {}
+    unended: list[SpanRecord] = []
     for span_id, record in by_id.items():
         start, end = record.start_ns, record.end_ns
         if end is None:
-            # Still open when observation stopped: it lasted at least until the last thing we saw.
-            nodes[span_id] = SpanProfile(record=record, start_ns=start, end_ns=max(start, latest_end), ended=False)
-            anomalies.append(
-                Anomaly("unended_span", span_id, "span never ended; assumed open until the trace's last end")
-            )
+            unended.append(record)
             continue
         if end < start:
             detail = f"ends {(start - end) / 1e6:.3f} ms before it starts; duration set to 0"
             anomalies.append(Anomaly("negative_duration", span_id, detail))
             end = start
-        nodes[span_id] = SpanProfile(record=record, start_ns=start, end_ns=end)
+        nodes[span_id] = SpanProfile(record, start, end)
+    if unended:
+        latest_end = max((r.end_ns for r in by_id.values() if r.end_ns is not None), default=0)
+        for record in unended:
+            # Still open when observation stopped: it lasted at least until the last thing we saw.
+            start = record.start_ns
+            nodes[record.span_id] = SpanProfile(record, start, max(start, latest_end), ended=False)
+            anomalies.append(
+                Anomaly("unended_span", record.span_id, "span never ended; assumed open until the trace's last end")
+            )
 
     for node in nodes.values():
         parent_id = node.record.parent_span_id
@@ -163,7 +168,8 @@ def build_tree(records: list[SpanRecord]) -> tuple[list[SpanProfile], list[SpanP
                 node.parent.children.append(node)
         ordered = _order(nodes)
     roots = [node for node in ordered if node.parent is None]
-    anomalies.sort(key=lambda anomaly: (anomaly.kind, anomaly.span_id))
+    if anomalies:
+        anomalies.sort(key=lambda anomaly: (anomaly.kind, anomaly.span_id))
     return ordered, roots, anomalies
 
 
