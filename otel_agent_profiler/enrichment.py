@@ -112,7 +112,10 @@ class EnrichedSpan(ReadableSpan):
         if state is None or type(inner) is not dict or "_attributes" not in state:
             return cls(original, extra)
         span = object.__new__(cls)
-        span.__dict__.update(state)
+        # Field by field rather than through ``__dict__``: CPython then keeps the values inline
+        # in the object, with no separate dict for the garbage collector to track and free.
+        for name, value in state.items():
+            setattr(span, name, value)
         span._attributes = {**extra, **inner}  # originals win: they are never changed
         # Events and links are the original's bounded lists, which keep their own dropped counts.
         span._dropped = (original.dropped_attributes, -1, -1)
