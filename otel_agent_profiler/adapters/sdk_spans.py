@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
+from opentelemetry.sdk import trace as sdk_trace
 from opentelemetry.sdk.trace import ReadableSpan, Span
 from opentelemetry.trace import SpanKind as OtelSpanKind
 from opentelemetry.trace import StatusCode as OtelStatusCode
@@ -91,7 +92,8 @@ def _has_items(span: ReadableSpan, field: str) -> bool:
 
 # Exactly these types keep their fields in their instance dict under the names below, and their
 # properties return those fields unchanged; a subclass may override a property, so it is not here.
-_PLAIN_LAYOUT = frozenset({ReadableSpan, Span})
+# The tracer makes ``_Span``s (a private subclass of ``Span`` that adds nothing).
+_PLAIN_LAYOUT = frozenset({ReadableSpan, Span, getattr(sdk_trace, "_Span", Span)})
 
 
 def record_from_span(span: ReadableSpan, trace_id_hex: str | None = None) -> SpanRecord:
