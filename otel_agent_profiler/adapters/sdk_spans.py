@@ -112,55 +112,74 @@ def record_from_span(span: ReadableSpan, trace_id_hex: str | None = None) -> Spa
 def _record_from_fields(state: dict[str, Any], trace_id_hex: str | None) -> SpanRecord:
     # The SDK span's fields read straight from its dict: each property read is a Python call,
     # and this runs once per exported span.
-    context = state["_context"]
-    parent = state["_parent"]
-    status = state["_status"]
     end = state["_end_time"]
     bounded = state["_attributes"]
     inner = bounded._dict if bounded is not None else None
     if type(inner) is not dict:
         raise TypeError("attributes without the SDK's usual layout")
-    events = state["_events"]
-    links = state["_links"]
-    code = status.status_code
-    kind = state["_kind"]
-    return SpanRecord(
-        trace_id_hex or f"{context.trace_id:032x}",
-        f"{context.span_id:016x}",
-        f"{parent.span_id:016x}" if parent is not None else None,
+    return _record(
+        trace_id_hex,
+        state["_context"],
+        state["_parent"],
         state["_name"],
-        state["_start_time"] or 0,
+        state["_start_time"],
         end,
-        _KINDS_BY_ID.get(id(kind)) or _KINDS.get(kind, SpanKind.INTERNAL),
-        _STATUSES_BY_ID.get(id(code)) or _STATUSES.get(code, StatusCode.UNSET),
-        status.description or "",
+        state["_kind"],
+        state["_status"],
         cast(Attributes, inner if end is not None else inner.copy()) if inner else _EMPTY,
-        _events(events) if events else (),
-        _links(links) if links else (),
-        _resource_attributes(state["_resource"]),
+        state["_events"],
+        state["_links"],
+        state["_resource"],
     )
 
 
 def _record_from_properties(span: ReadableSpan, trace_id_hex: str | None) -> SpanRecord:
-    context = span.context
-    parent = span.parent
-    status = span.status
-    events = span.events if _has_items(span, "_events") else ()
-    links = span.links if _has_items(span, "_links") else ()
+    return _record(
+        trace_id_hex,
+        span.context,
+        span.parent,
+        span.name,
+        span.start_time,
+        span.end_time,
+        span.kind,
+        span.status,
+        _span_attributes(span),
+        span.events if _has_items(span, "_events") else (),
+        span.links if _has_items(span, "_links") else (),
+        span.resource,
+    )
+
+
+def _record(
+    trace_id_hex: str | None,
+    context: Any,
+    parent: Any,
+    name: str,
+    start: int | None,
+    end: int | None,
+    kind: Any,
+    status: Any,
+    attributes: Attributes,
+    events: Any,
+    links: Any,
+    resource: Any,
+) -> SpanRecord:
+    # Positional arguments, in SpanRecord's field order: this runs once per exported span.
+    code = status.status_code
     return SpanRecord(
         trace_id_hex or f"{context.trace_id:032x}",
         f"{context.span_id:016x}",
         f"{parent.span_id:016x}" if parent is not None else None,
-        span.name,
-        span.start_time or 0,
-        span.end_time,
-        _KINDS_BY_ID.get(id(span.kind)) or _KINDS.get(span.kind, SpanKind.INTERNAL),
-        _STATUSES_BY_ID.get(id(status.status_code)) or _STATUSES.get(status.status_code, StatusCode.UNSET),
+        name,
+        start or 0,
+        end,
+        _KINDS_BY_ID.get(id(kind)) or _KINDS.get(kind, SpanKind.INTERNAL),
+        _STATUSES_BY_ID.get(id(code)) or _STATUSES.get(code, StatusCode.UNSET),
         status.description or "",
-        _span_attributes(span),
+        attributes,
         _events(events) if events else (),
         _links(links) if links else (),
-        _resource_attributes(span.resource),
+        _resource_attributes(resource),
     )
 
 
