@@ -314,9 +314,9 @@ def _compare(label: str, traces: int, repeat: int, runs: list | None, otlp_endpo
         f"  baseline (BatchSpanProcessor alone): application thread {b_app * per:.1f} us/span, "
         f"total CPU {b_cpu * per:.1f} us/span"
     )
+    trace_count = traces if runs is None else len(runs)
     for variant in (SPANS_ONLY, WITH_METRICS):
         p_app, p_cpu = statistics.median(app[variant]), statistics.median(cpu[variant])
-        trace_count = traces if runs is None else len(runs)
         fewest = min(profiled[variant])
         shed = "" if fewest == trace_count else f" (cap reached: at least {fewest:,} of {trace_count:,} profiled)"
         print(f"  {variant}:{shed}")
