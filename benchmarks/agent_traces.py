@@ -267,7 +267,7 @@ def otlp_document(spans: list[dict], service_name: str = "research-agent") -> di
                 },
                 "scopeSpans": [
                     {"scope": {"name": "opentelemetry.instrumentation.openai.v1", "version": "0.62.4"}, "spans": llm},
-                    {"scope": {"name": "otel_agent_profiler.decorators", "version": "0.1.0"}, "spans": other},
+                    {"scope": {"name": "otel_agent_profiler.plugin.decorators", "version": "0.1.0"}, "spans": other},
                 ],
             }
         ]

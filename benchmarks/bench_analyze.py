@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_traces import generate_spans, otlp_document
 
-from otel_agent_profiler._gc import cyclic_gc_paused
 from otel_agent_profiler.adapters import read_trace_file
 from otel_agent_profiler.core import profile_records
+from otel_agent_profiler.offline import cyclic_gc_paused
 
 GOAL_SPANS_PER_S = 200_000
 GOAL_RATIO = 2.0

@@ -18,7 +18,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from otel_agent_profiler.demo.fake_llm import FakeOpenAIServer
+# The demo lives in the repository, beside the installed package.
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from demo.fake_llm import FakeOpenAIServer  # noqa: E402
 
 GOAL = 0.005
 
@@ -34,8 +38,8 @@ def _run_agent(base_url: str, enabled: bool) -> float:
         OTEL_AGENT_PROFILER_ENABLED="true" if enabled else "false",
     )
     command = [str(Path(sys.executable).with_name("opentelemetry-instrument")), sys.executable]
-    command += ["-m", "otel_agent_profiler.demo.agent"]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=True)
+    command += ["-m", "demo.agent"]
+    result = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=True)
     match = re.search(r"answer \(([\d.]+) s\)", result.stdout)
     if match is None:
         raise SystemExit(f"unexpected demo output: {result.stdout!r} {result.stderr[-2000:]!r}")

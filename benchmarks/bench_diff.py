@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_traces import generate_spans, otlp_document
 
-from otel_agent_profiler._gc import cyclic_gc_paused
 from otel_agent_profiler.adapters import read_trace_file
 from otel_agent_profiler.core import profile_records
+from otel_agent_profiler.offline import cyclic_gc_paused
 
 GOAL_S = 10.0
 CLI = str(Path(sys.executable).with_name("otel-agent-profiler"))

@@ -50,7 +50,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from otel_agent_profiler import AgentProfilerSpanProcessor
-from otel_agent_profiler.export_accounting import AccountingSpanExporter
+from otel_agent_profiler.plugin.export_accounting import AccountingSpanExporter
 
 BASELINE = "baseline"
 SPANS_ONLY = "profiled, enriched spans, metrics off"

@@ -25,9 +25,9 @@ from .core import (
     profiles_to_dict,
     trace_to_dict,
 )
-from .decorators import agent, agent_span, profiled_span, tool, tool_span, traced
-from .processor import AgentProfilerSpanProcessor
-from .wiring import install
+from .plugin.decorators import agent, agent_span, profiled_span, tool, tool_span, traced
+from .plugin.processor import AgentProfilerSpanProcessor
+from .plugin.wiring import install
 
 __all__ = [
     "CATEGORIES",

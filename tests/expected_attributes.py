@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_agent_profiler import attributes as attr
 from otel_agent_profiler.core import CATEGORIES, TraceProfile
+from otel_agent_profiler.live import attributes as attr
 
 
 def expected_of(profile: TraceProfile, complete: bool) -> dict[str, dict[str, Any]]:

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from otel_agent_profiler.attributes import ROOT_ATTRIBUTES, SPAN_ATTRIBUTES
-from otel_agent_profiler.profile_metrics import METRICS
+from otel_agent_profiler.live.attributes import ROOT_ATTRIBUTES, SPAN_ATTRIBUTES
+from otel_agent_profiler.live.profile_metrics import METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = ROOT / "collector-config"

@@ -26,8 +26,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NonRecordingSpan, SpanKind, StatusCode
 
 import otel_agent_profiler
-from otel_agent_profiler import decorators
-from otel_agent_profiler.decorators import (
+from otel_agent_profiler.plugin import decorators
+from otel_agent_profiler.plugin.decorators import (
     CANCELLED_ATTRIBUTE,
     CHUNK_COUNT_ATTRIBUTE,
     CHUNK_EVENT_NAME,
@@ -1236,7 +1236,7 @@ def test_a_provider_change_after_decoration_is_picked_up(monkeypatch: pytest.Mon
 def test_global_provider_set_after_decoration_is_used() -> None:
     code = textwrap.dedent(
         """
-        from otel_agent_profiler.decorators import tool
+        from otel_agent_profiler.plugin.decorators import tool
 
         @tool
         def early():
@@ -1329,11 +1329,11 @@ def test_telemetry_failures_never_break_the_code_and_are_logged_once(
 ) -> None:
     monkeypatch.setattr(decorators, "_get_tracer", lambda: broken)
     monkeypatch.setattr(decorators, "_failure_logged", False)
-    with caplog.at_level(logging.DEBUG, logger="otel_agent_profiler.decorators"):
+    with caplog.at_level(logging.DEBUG, logger="otel_agent_profiler.plugin.decorators"):
         _exercise_every_kind()
         _exercise_every_kind()
     warnings = [
-        r for r in caplog.records if r.name == "otel_agent_profiler.decorators" and r.levelno >= logging.WARNING
+        r for r in caplog.records if r.name == "otel_agent_profiler.plugin.decorators" and r.levelno >= logging.WARNING
     ]
     assert len(warnings) == 1
     assert warnings[0].exc_info is not None

@@ -1,4 +1,4 @@
-"""The bundled demo: `python -m otel_agent_profiler.demo`, as scripts/demo runs it."""
+"""The bundled demo: `python -m demo`, as scripts/demo runs it."""
 
 from __future__ import annotations
 
@@ -6,12 +6,15 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from backends import Rotel
 
-DEMO = [sys.executable, "-m", "otel_agent_profiler.demo", "--time-scale", "0.1"]
+DEMO = [sys.executable, "-m", "demo", "--time-scale", "0.1"]
+# scripts/demo runs it from the repository root, where the demo package is.
+ROOT = Path(__file__).resolve().parent.parent
 # The demo's agent: 5 chat calls, 2 embeddings, 6 tool calls, 2 agents.
 EXPECTED_SPANS = 15
 
@@ -24,7 +27,7 @@ def _demo_env(**extra: str) -> dict[str, str]:
 
 @pytest.mark.e2e
 def test_demo_prints_the_report_without_any_collector() -> None:
-    result = subprocess.run(DEMO, env=_demo_env(), capture_output=True, text=True, timeout=180)
+    result = subprocess.run(DEMO, cwd=ROOT, env=_demo_env(), capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     report = result.stderr
     assert "not exporting" in report
@@ -42,7 +45,7 @@ def test_demo_exports_enriched_spans_and_metrics_when_an_endpoint_is_set(
 ) -> None:
     rotel = rotel_factory()
     env = _demo_env(OTEL_EXPORTER_OTLP_ENDPOINT=rotel.grpc_url, OTEL_METRIC_EXPORT_INTERVAL="500")
-    result = subprocess.run(DEMO, env=env, capture_output=True, text=True, timeout=180)
+    result = subprocess.run(DEMO, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"exporting spans and metrics over OTLP to {rotel.grpc_url}" in result.stderr
 

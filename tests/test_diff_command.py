@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from otel_agent_profiler.cli import main
-from otel_agent_profiler.diff_command import EXIT_REGRESSION
+from otel_agent_profiler.cli.diff import EXIT_REGRESSION
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from agent_traces import generate_runs, otlp_document

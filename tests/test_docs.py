@@ -61,8 +61,8 @@ def _documented(table_heading: str) -> set[str]:
 
 
 def _expand(names: set[str]) -> set[str]:
-    from otel_agent_profiler.attributes import TOKEN_TYPES
     from otel_agent_profiler.core.categories import CATEGORIES
+    from otel_agent_profiler.live.attributes import TOKEN_TYPES
 
     expanded = set()
     for name in names:
@@ -76,14 +76,14 @@ def _expand(names: set[str]) -> set[str]:
 
 
 def test_readme_lists_exactly_the_span_attributes_the_code_adds() -> None:
-    from otel_agent_profiler.attributes import ROOT_ATTRIBUTES, SPAN_ATTRIBUTES
+    from otel_agent_profiler.live.attributes import ROOT_ATTRIBUTES, SPAN_ATTRIBUTES
 
     assert _expand(_documented("Every profiled span:")) == set(SPAN_ATTRIBUTES)
     assert _expand(_documented("carries the trace's totals:")) == set(ROOT_ATTRIBUTES)
 
 
 def test_readme_lists_exactly_the_metrics_the_code_records() -> None:
-    from otel_agent_profiler.profile_metrics import METRICS
+    from otel_agent_profiler.live.profile_metrics import METRICS
 
     section = README.split("### Metrics", 1)[1].split("### Configuration", 1)[0]
     rows = re.findall(r"^\| `([^`]+)` \| (\w+) \| `([^`]+)` \| (.*) \|$", section, re.M)
@@ -92,7 +92,7 @@ def test_readme_lists_exactly_the_metrics_the_code_records() -> None:
 
 
 def test_readme_lists_every_environment_variable() -> None:
-    from otel_agent_profiler import environment_variables
+    from otel_agent_profiler.plugin import environment_variables
 
     names = {value for key, value in vars(environment_variables).items() if key.startswith("OTEL_")}
     section = README.split("### Configuration", 1)[1].split("\n## ", 1)[0]

@@ -48,8 +48,8 @@ from backends import (
     wait_until,
 )
 
+from demo.fake_llm import FakeOpenAIServer
 from otel_agent_profiler.core import CATEGORIES, SpanEvent, SpanKind, SpanRecord, StatusCode, profile_records
-from otel_agent_profiler.demo.fake_llm import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
 

@@ -19,13 +19,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from otel_agent_profiler import _internal_errors
-from otel_agent_profiler import attributes as attr
+from otel_agent_profiler import errors as _internal_errors
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
-from otel_agent_profiler.config import _OPTIONS
 from otel_agent_profiler.core import PriceTable, SpanRecord, profile_records, profile_trace
-from otel_agent_profiler.enrichment import EnrichedSpan, span_attributes, trace_attributes
-from otel_agent_profiler.processor import AgentProfilerSpanProcessor
+from otel_agent_profiler.live import attributes as attr
+from otel_agent_profiler.live.enrichment import EnrichedSpan, span_attributes, trace_attributes
+from otel_agent_profiler.plugin.config import _OPTIONS
+from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000

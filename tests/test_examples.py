@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from backends import Rotel
 
-from otel_agent_profiler.demo.fake_llm import FakeOpenAIServer
+from demo.fake_llm import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -20,13 +20,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
 
-from otel_agent_profiler.demo.fake_llm import DEFAULT_TIMINGS, FakeOpenAIServer, ModelTiming
+from demo.fake_llm import DEFAULT_TIMINGS, FakeOpenAIServer, ModelTiming
 
 FAST = 0.05  # time_scale for tests that do not measure time
 
@@ -606,7 +607,8 @@ def test_many_threads_share_one_server(server: FakeOpenAIServer) -> None:
 @pytest.mark.e2e
 def test_module_entry_point_serves_until_terminated() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "otel_agent_profiler.demo.fake_llm", "--port", "0", "--time-scale", "0"],
+        [sys.executable, "-m", "demo.fake_llm", "--port", "0", "--time-scale", "0"],
+        cwd=Path(__file__).resolve().parent.parent,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

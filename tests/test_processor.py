@@ -36,15 +36,15 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import Sampler, TraceIdRatioBased
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from otel_agent_profiler import _internal_errors
-from otel_agent_profiler import attributes as attr
-from otel_agent_profiler import processor as processor_module
+from otel_agent_profiler import errors as _internal_errors
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
-from otel_agent_profiler.config import _OPTIONS
 from otel_agent_profiler.core import TraceProfile, profile_records
-from otel_agent_profiler.processor import AgentProfilerSpanProcessor
-from otel_agent_profiler.profile_metrics import ProfileMetrics
-from otel_agent_profiler.trace_buffer import TraceBuffer
+from otel_agent_profiler.live import attributes as attr
+from otel_agent_profiler.live.profile_metrics import ProfileMetrics
+from otel_agent_profiler.live.trace_buffer import TraceBuffer
+from otel_agent_profiler.plugin import processor as processor_module
+from otel_agent_profiler.plugin.config import _OPTIONS
+from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000

@@ -22,14 +22,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from otel_agent_profiler import _internal_errors
-from otel_agent_profiler import profile_metrics as pm
+from otel_agent_profiler import errors as _internal_errors
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
-from otel_agent_profiler.config import _OPTIONS
 from otel_agent_profiler.core import CATEGORIES, PriceTable, SpanEvent, SpanRecord, TraceProfile, profile_records
 from otel_agent_profiler.core import profile_trace as core_profile_trace
-from otel_agent_profiler.processor import AgentProfilerSpanProcessor
-from otel_agent_profiler.profile_metrics import OperationNames, ProfileMetrics
+from otel_agent_profiler.live import profile_metrics as pm
+from otel_agent_profiler.live.profile_metrics import OperationNames, ProfileMetrics
+from otel_agent_profiler.plugin.config import _OPTIONS
+from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from otel_agent_profiler import _internal_errors
-from otel_agent_profiler import environment_variables as env
-from otel_agent_profiler.config import (
+from otel_agent_profiler import errors as _internal_errors
+from otel_agent_profiler.core import CATEGORIES, PriceTable, TokenUsage, classify
+from otel_agent_profiler.plugin import environment_variables as env
+from otel_agent_profiler.plugin.config import (
     _OPTIONS,
     OPTION_NAMES,
     ProfilerConfig,
@@ -25,8 +26,7 @@ from otel_agent_profiler.config import (
     make_classifier,
     resolve_config,
 )
-from otel_agent_profiler.core import CATEGORIES, PriceTable, TokenUsage, classify
-from otel_agent_profiler.processor import AgentProfilerSpanProcessor
+from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
 
 
 @pytest.fixture(autouse=True)

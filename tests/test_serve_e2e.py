@@ -32,7 +32,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from otel_agent_profiler.adapters.otlp_proto import records_from_proto
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import profile_trace, trace_to_dict
-from otel_agent_profiler.enrichment import span_attributes, trace_attributes
+from otel_agent_profiler.live.enrichment import span_attributes, trace_attributes
 from otel_agent_profiler.service.app import ProfilingService, ServeConfig
 from otel_agent_profiler.service.pipeline import PipelineConfig
 

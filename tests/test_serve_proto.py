@@ -23,7 +23,7 @@ from otel_agent_profiler.adapters.otlp_proto import (
 )
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import profile_trace
-from otel_agent_profiler.enrichment import span_attributes, trace_attributes
+from otel_agent_profiler.live.enrichment import span_attributes, trace_attributes
 from otel_agent_profiler.service.spans import build_request, enrich, held_spans_of, span_count
 
 

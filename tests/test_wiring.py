@@ -33,11 +33,12 @@ from opentelemetry.sdk.trace import (
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_agent_profiler import _internal_errors, wiring
-from otel_agent_profiler import attributes as attr
-from otel_agent_profiler.config import _OPTIONS
-from otel_agent_profiler.processor import AgentProfilerSpanProcessor
-from otel_agent_profiler.wiring import AgentProfilerConfigurator, find_profiler, install, post_instrument
+from otel_agent_profiler import errors as _internal_errors
+from otel_agent_profiler.live import attributes as attr
+from otel_agent_profiler.plugin import wiring
+from otel_agent_profiler.plugin.config import _OPTIONS
+from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
+from otel_agent_profiler.plugin.wiring import AgentProfilerConfigurator, find_profiler, install, post_instrument
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -382,7 +383,7 @@ with tracer.start_as_current_span(
 """
 
 _CONFIGURE = """
-from otel_agent_profiler.wiring import AgentProfilerConfigurator
+from otel_agent_profiler.plugin.wiring import AgentProfilerConfigurator
 AgentProfilerConfigurator().configure()
 """
 
@@ -393,7 +394,7 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProces
 provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
 trace.set_tracer_provider(provider)
-from otel_agent_profiler.wiring import post_instrument
+from otel_agent_profiler.plugin.wiring import post_instrument
 post_instrument()
 """
 
@@ -522,7 +523,7 @@ def test_post_instrument_after_install_does_not_profile_twice() -> None:
     code = (
         _MANUAL_SDK_THEN_HOOK
         + """
-from otel_agent_profiler import wiring
+from otel_agent_profiler.plugin import wiring
 first = wiring.find_profiler(provider)
 assert wiring.install(provider) is first
 post_instrument()

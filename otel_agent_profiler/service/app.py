@@ -25,7 +25,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMe
 from opentelemetry.sdk.resources import Resource
 
 from .._version import __version__
-from ..profile_metrics import ProfileMetrics
+from ..live.profile_metrics import ProfileMetrics
 from .forwarder import Forwarder, grpc_target, http_traces_url, make_exporter
 from .pipeline import Pipeline, PipelineConfig
 from .receivers import BearerToken, GrpcReceiver, HttpReceiver

@@ -23,7 +23,7 @@ from ..core import profile_trace, trace_to_dict
 from ..core.categories import CATEGORIES
 from ..core.profile import TraceProfile
 from ..core.records import SpanRecord
-from ..profile_metrics import ProfileMetrics
+from ..live.profile_metrics import ProfileMetrics
 from .assembler import LATE, SPAN_CAP, TRACE_CAP, PendingTrace, TraceAssembler
 from .forwarder import Forwarder
 from .spans import HeldSpan, Origin, build_request, enrich, held_spans_of

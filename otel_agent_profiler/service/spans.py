@@ -19,7 +19,7 @@ from ..adapters.otlp_json import SpanDataError
 from ..adapters.otlp_proto import check_span, record_of, resource_attributes, set_any_value
 from ..core.profile import TraceProfile
 from ..core.records import AttributeValue, SpanRecord
-from ..enrichment import span_attributes, trace_attributes
+from ..live.enrichment import span_attributes, trace_attributes
 
 
 class Origin:

@@ -29,8 +29,8 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from ._version import __version__
-from .core.categories import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE
+from .._version import __version__
+from ..core.categories import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE
 
 __all__ = [
     "CANCELLED_ATTRIBUTE",

@@ -18,11 +18,11 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-from ._gc import cyclic_gc_paused
-from .adapters import read_trace_file
-from .core import profile_records
-from .core.records import SpanRecord
-from .report.progress import Progress, progress_enabled
+from ..adapters import read_trace_file
+from ..core import profile_records
+from ..core.records import SpanRecord
+from ..offline import cyclic_gc_paused
+from ..report.progress import Progress, progress_enabled
 
 #: Exit code when the candidate regressed past the threshold.
 EXIT_REGRESSION = 3
@@ -98,7 +98,7 @@ def _side(path: str, files: list[str]) -> tuple[Any, int, list[str]]:
     parallel, which is most of the command's time. Reports one step per file read, one for the
     profiling and one for the span table.
     """
-    from .analytics import span_table
+    from ..analytics import span_table
 
     records: list[SpanRecord] = []
     errors: list[str] = []
@@ -157,7 +157,7 @@ def _both_sides(baseline: str, candidate: str, progress: Progress) -> list[tuple
 
 def run_diff(args: argparse.Namespace, report_error: Callable[[str], None], exit_bad_input: int) -> int:
     # pandas is imported here, not at module level: `analyze` should not pay for it.
-    from .analytics import Comparison, compare_runs
+    from ..analytics import Comparison, compare_runs
 
     progress = Progress(progress_enabled(args.progress))
     try:

@@ -30,7 +30,7 @@ from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
-from ._internal_errors import report_internal_error
+from ..errors import report_internal_error
 from .config import enabled_in_environment
 from .export_accounting import AccountingSpanExporter
 from .processor import AgentProfilerSpanProcessor

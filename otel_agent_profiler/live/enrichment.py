@@ -11,9 +11,9 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from ..core.categories import CATEGORIES
+from ..core.profile import SpanProfile, TraceProfile
 from . import attributes as attr
-from .core.categories import CATEGORIES
-from .core.profile import SpanProfile, TraceProfile
 
 _NS_PER_MS = 1e6
 _CATEGORY_KEYS = {category: f"{attr.TRACE_CATEGORY_CRITICAL_PATH_PREFIX}{category}" for category in CATEGORIES}

@@ -1,7 +1,7 @@
-"""``python -m otel_agent_profiler.demo``: the demo agent, profiled end to end, with its report.
+"""``python -m demo``: the demo agent, profiled end to end, with its report.
 
 Starts the local OpenAI-compatible server, then runs the demo agent exactly as a user would
-run theirs: ``opentelemetry-instrument python -m otel_agent_profiler.demo.agent``, with the
+run theirs: ``opentelemetry-instrument python -m demo.agent``, with the
 real ``openai`` client and opentelemetry-instrumentation-openai, and the profiler's console
 report turned on. With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, spans and metrics are also
 exported there; without it, nothing is exported and no collector is needed.
@@ -30,7 +30,7 @@ def _instrument_command() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m otel_agent_profiler.demo",
+        prog="python -m demo",
         description=(
             "Run the bundled research agent under opentelemetry-instrument against a local "
             "OpenAI-compatible server and print the profiler's report. Set "
@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     env = dict(os.environ)
+    # The demo lives in the repository, not in the installed package: its agent is found from here.
+    repository = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [repository, env.get("PYTHONPATH")]))
     env.setdefault("OTEL_SERVICE_NAME", "research-agent-demo")
     env.setdefault("OTEL_AGENT_PROFILER_CONSOLE_REPORT", "true")
     exporting = bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
@@ -64,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             else "not exporting (set OTEL_EXPORTER_OTLP_ENDPOINT to send spans and metrics to a collector)",
             file=sys.stderr,
         )
-        command = [*_instrument_command(), sys.executable, "-m", "otel_agent_profiler.demo.agent"]
-        print("running: opentelemetry-instrument python -m otel_agent_profiler.demo.agent\n", file=sys.stderr)
+        command = [*_instrument_command(), sys.executable, "-m", "demo.agent"]
+        print("running: opentelemetry-instrument python -m demo.agent\n", file=sys.stderr)
         sys.stderr.flush()
         return subprocess.run(command, env=env, check=False).returncode
 

@@ -28,18 +28,18 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
-from ._internal_errors import report_internal_error
-from .adapters.sdk_spans import records_from_spans
+from ..adapters.sdk_spans import records_from_spans
+from ..core.analyze import profile_trace
+from ..core.findings import find_all
+from ..core.profile import TraceProfile
+from ..core.records import SpanRecord
+from ..errors import report_internal_error
+from ..live.enrichment import EnrichedSpan, span_attributes, trace_attributes
+from ..live.profile_metrics import ProfileMetrics
+from ..live.trace_buffer import Passthrough, TraceBuffer, TraceState
+from ..report.text import can_draw, render_traces
 from .config import ProfilerConfig, resolve_config
-from .core.analyze import profile_trace
-from .core.findings import find_all
-from .core.profile import TraceProfile
-from .core.records import SpanRecord
-from .enrichment import EnrichedSpan, span_attributes, trace_attributes
 from .export_accounting import AccountingSpanExporter
-from .profile_metrics import ProfileMetrics
-from .report.text import can_draw, render_traces
-from .trace_buffer import Passthrough, TraceBuffer, TraceState
 
 _logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             ``span_exporter``. With neither, the processor only profiles: metrics and the
             console report work, and spans are exported by whatever else the provider has.
         meter_provider: for the profile metrics; the global one by default.
-        **options: any of the options in ``otel_agent_profiler.config.ProfilerConfig``
+        **options: any of the options in ``otel_agent_profiler.plugin.config.ProfilerConfig``
             (``max_traces``, ``max_spans_per_trace``, ``trace_timeout_s``, ``sample_rate``,
             ``category_overrides``, ``prices``, ``metrics_enabled``, ``enrich_spans``,
             ``console_report``, ``max_operations``); unset ones come from the

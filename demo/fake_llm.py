@@ -42,7 +42,7 @@ same long system prompt (over ~4,200 characters, i.e. 1024+ tokens) and the same
 reports 0 cached tokens, every later one with the same model reports the system prompt's tokens (rounded
 down to 64) and gets a shorter time to first token.
 
-Run it by hand with ``python -m otel_agent_profiler.demo.fake_llm --port 0``: it prints the base URL and
+Run it by hand with ``python -m demo.fake_llm --port 0``: it prints the base URL and
 serves until interrupted. The server never logs request bodies.
 """
 
@@ -1222,7 +1222,7 @@ def _embedding(seed: int, model: str, text: str, dimensions: int) -> list[float]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve until interrupted: ``python -m otel_agent_profiler.demo.fake_llm --port 0``."""
+    """Serve until interrupted: ``python -m demo.fake_llm --port 0``."""
     parser = argparse.ArgumentParser(description="Fake OpenAI-compatible LLM server on 127.0.0.1.")
     parser.add_argument("--port", type=int, default=0, help="port to bind on 127.0.0.1 (0: any free port)")
     parser.add_argument("--time-scale", type=float, default=1.0, help="multiply every delay by this")

@@ -28,9 +28,9 @@ from typing import Any
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
-from ._version import __version__
-from .core.categories import CATEGORIES
-from .core.profile import SpanProfile, TraceProfile
+from .._version import __version__
+from ..core.categories import CATEGORIES
+from ..core.profile import SpanProfile, TraceProfile
 
 SELF_TIME = "agent_profiler.operation.self_time"
 CRITICAL_PATH_TIME = "agent_profiler.operation.critical_path_time"

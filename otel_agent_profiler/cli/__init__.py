@@ -10,17 +10,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ._gc import cyclic_gc_paused
-from ._version import __version__
-from .adapters import read_trace_file
-from .core import TraceProfile, profile_records, profiles_to_dict
-from .core.findings import find_all
-from .core.records import SpanRecord
-from .diff_command import add_diff_parser, run_diff
-from .report import render_traces
-from .report.html_command import add_report_parser, run_report
-from .report.progress import Progress, progress_enabled
-from .report.text import can_draw
+from .._version import __version__
+from ..adapters import read_trace_file
+from ..core import TraceProfile, profile_records, profiles_to_dict
+from ..core.findings import find_all
+from ..core.records import SpanRecord
+from ..offline import cyclic_gc_paused
+from ..report import render_traces
+from ..report.progress import Progress, progress_enabled
+from ..report.text import can_draw
+from .diff import add_diff_parser, run_diff
+from .report import add_report_parser, run_report
 
 PROG = "otel-agent-profiler"
 EXIT_OK = 0
@@ -274,7 +274,7 @@ def _error(message: str) -> None:
 
 def _prefix_candidates(profiles: list[TraceProfile]) -> list[Any]:
     # Imported on demand: the analytics package loads pandas, which `analyze` otherwise never needs.
-    from .analytics.prefix_cache import prefix_cache_candidates
+    from ..analytics.prefix_cache import prefix_cache_candidates
 
     return prefix_cache_candidates(profiles)
 
@@ -358,8 +358,8 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .report.chrome_trace import to_chrome_trace
-    from .report.speedscope import to_speedscope
+    from ..report.chrome_trace import to_chrome_trace
+    from ..report.speedscope import to_speedscope
 
     records: list[SpanRecord] = []
     exit_code = EXIT_OK
@@ -426,8 +426,8 @@ def _serve_token(args: argparse.Namespace) -> str | None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .service.app import ServeConfig, run
-    from .service.pipeline import PipelineConfig
+    from ..service.app import ServeConfig, run
+    from ..service.pipeline import PipelineConfig
 
     if (args.tls_cert is None) != (args.tls_key is None):
         _error("--tls-cert and --tls-key go together: give both or neither")

@@ -9,8 +9,8 @@ A research assistant answers a question in four steps, against any OpenAI-compat
 4. a final streaming chat call writes the answer.
 
 Every call shares one long system prompt, so the provider's prefix cache serves later calls.
-Run it profiled with ``opentelemetry-instrument python -m otel_agent_profiler.demo.agent``;
-``python -m otel_agent_profiler.demo`` does that for you against a local fake server.
+Run it profiled with ``opentelemetry-instrument python -m demo.agent``;
+``python -m demo`` does that for you against a local fake server.
 """
 
 from __future__ import annotations

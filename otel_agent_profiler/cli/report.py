@@ -10,14 +10,14 @@ from typing import Any
 
 import msgspec
 
-from .._gc import cyclic_gc_paused
 from ..adapters import read_trace_file
 from ..core.analyze import profile_trace
 from ..core.assembly import group_by_trace
 from ..core.findings import Finding, find_all
 from ..core.profile import TraceProfile
 from ..core.records import SpanRecord
-from .progress import Progress, progress_enabled
+from ..offline import cyclic_gc_paused
+from ..report.progress import Progress, progress_enabled
 
 
 def add_report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], exit_bad_input: int) -> None:
@@ -143,8 +143,8 @@ def run_report(args: argparse.Namespace, report_error: Callable[[str], None], ex
 
 
 def _run(args: argparse.Namespace, progress: Progress, report_error: Callable[[str], None], exit_bad_input: int) -> int:
-    from .html import detail_traces, render_html, select_trace
-    from .summary import build_summary, cross_run_statistics
+    from ..report.html import detail_traces, render_html, select_trace
+    from ..report.summary import build_summary, cross_run_statistics
 
     try:
         profiles, files, ok = load_profiles(args.files, progress, report_error)

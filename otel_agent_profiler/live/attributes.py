@@ -6,7 +6,7 @@ tests, so the two never drift apart.
 
 from __future__ import annotations
 
-from .core.categories import CATEGORIES
+from ..core.categories import CATEGORIES
 
 CATEGORY = "agent_profiler.category"
 OPERATION = "agent_profiler.operation"

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.analyze import Classifier
+from ..core.categories import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE, classify
+from ..core.pricing import PriceTable
+from ..core.records import AttributeValue
 from . import environment_variables as env
-from .core.analyze import Classifier
-from .core.categories import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE, classify
-from .core.pricing import PriceTable
-from .core.records import AttributeValue
 
 _logger = logging.getLogger(__name__)
 

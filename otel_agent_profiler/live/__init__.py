@@ -1,0 +1,1 @@
+"""What the in-process plugin and ``serve`` share: trace buffering, span attributes, profile metrics."""
