@@ -23,8 +23,9 @@ from otel_agent_profiler import errors as _internal_errors
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import PriceTable, SpanRecord, profile_records, profile_trace
 from otel_agent_profiler.live import attributes as attr
-from otel_agent_profiler.live.enrichment import EnrichedSpan, span_attributes, trace_attributes
+from otel_agent_profiler.live.enrichment import span_attributes, trace_attributes
 from otel_agent_profiler.plugin.config import _OPTIONS
+from otel_agent_profiler.plugin.enriched_span import EnrichedSpan
 from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
 
 T0 = 1_700_000_000_000_000_000

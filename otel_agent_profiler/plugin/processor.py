@@ -30,15 +30,15 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 
 from ..adapters.sdk_spans import records_from_spans
 from ..core.analyze import profile_trace
-from ..core.findings import find_all
 from ..core.profile import TraceProfile
 from ..core.records import SpanRecord
 from ..errors import report_internal_error
-from ..live.enrichment import EnrichedSpan, span_attributes, trace_attributes
+from ..live.enrichment import span_attributes, trace_attributes
 from ..live.profile_metrics import ProfileMetrics
 from ..live.trace_buffer import Passthrough, TraceBuffer, TraceState
-from ..report.text import can_draw, render_traces
+from ..report.console import write_console_report
 from .config import ProfilerConfig, resolve_config
+from .enriched_span import EnrichedSpan
 from .export_accounting import AccountingSpanExporter
 
 _logger = logging.getLogger(__name__)
@@ -381,19 +381,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 report_internal_error("downstream shutdown")
 
     def _print_console_report(self) -> None:
-        profiles = list(self._recent)
         try:
-            stream = sys.stderr
-            if not profiles:
-                stream.write("otel-agent-profiler: no traces were profiled.\n")
-                return
-            ascii_only = not can_draw(stream)
-            skipped = self._profiled_traces - len(profiles)
-            header = f"otel-agent-profiler: {self._profiled_traces} traces profiled"
-            header += f"; the last {len(profiles)} follow\n\n" if skipped else "\n\n"
-            findings = {profile.trace_id: find_all(profile) for profile in profiles}
-            stream.write(header + render_traces(profiles, ascii_only=ascii_only, findings=findings))
-            stream.flush()
+            write_console_report(sys.stderr, list(self._recent), self._profiled_traces)
         except Exception:
             report_internal_error("console report")
 
