@@ -1,19 +1,39 @@
-"""Pausing Python's cyclic garbage collector during bulk loads.
+"""Loading exported trace files for offline analysis: paths in, trace profiles out.
 
-Reading a large trace file allocates millions of dicts and lists, none of them garbage;
-the collector would still traverse them again and again (several times the parse itself).
-Only the offline command line uses this; nothing inside a user's process does.
+Every offline road (the ``analyze``, ``export``, ``report`` and ``diff`` commands, and
+``analytics.to_dataframe``) reads its files through :func:`load_profiles`, so they all read,
+report unreadable files and profile the same way. Nothing inside a user's process uses this.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .adapters.files import read_trace_file
+from .core.analyze import Classifier, profile_trace
+from .core.assembly import group_by_trace
+from .core.categories import classify
+from .core.pricing import PriceTable
+from .core.profile import TraceProfile
+from .core.records import SpanRecord
+
+#: The phases :func:`load_profiles` reports to its progress, in order.
+READING = "reading"
+PROFILING = "profiling"
 
 
 @contextmanager
 def cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the block (a no-op when it is already paused).
+
+    Reading a large trace file allocates millions of dicts and lists, none of them garbage;
+    the collector would still traverse them again and again (several times the parse itself).
+    """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -21,3 +41,108 @@ def cyclic_gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+class LoadProgress(Protocol):
+    """Where :func:`load_profiles` reports its steps (``report.progress.Progress`` is one)."""
+
+    def start(self, label: str, total: int) -> None:
+        """Begin the phase ``label`` of ``total`` steps."""
+
+    def advance(self, steps: int = 1, detail: str = "") -> None:
+        """Count ``steps`` done; ``detail`` names what was just done."""
+
+    def close(self) -> None:
+        """Erase whatever is drawn, so an error line can be printed on a clean line."""
+
+
+class _NoProgress:
+    def start(self, label: str, total: int) -> None:
+        pass
+
+    def advance(self, steps: int = 1, detail: str = "") -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """What was read from one trace file."""
+
+    path: str
+    #: The detected format (``adapters.files.OTLP_JSON``, ...), ``None`` when none was recognised.
+    format: str | None
+    spans: int
+    #: What could not be read, each a short description; empty when the file was read whole.
+    problems: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file as the JSON outputs list it: path, format, spans and problems."""
+        return {"path": self.path, "format": self.format, "spans": self.spans, "problems": self.problems}
+
+
+@dataclass
+class LoadedProfiles:
+    """The result of :func:`load_profiles`."""
+
+    #: One profile per trace, ordered by start time, then trace id.
+    profiles: list[TraceProfile]
+    #: The files in the order they were given.
+    files: list[FileRead] = field(default_factory=list)
+    #: One line per file that could not be read whole, naming it and what is wrong.
+    error_lines: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every file was read whole."""
+        return not self.error_lines
+
+    def file_dicts(self) -> list[dict[str, Any]]:
+        """The files as the JSON outputs list them."""
+        return [file.to_dict() for file in self.files]
+
+
+def load_profiles(
+    paths: Sequence[str],
+    *,
+    classifier: Classifier = classify,
+    prices: PriceTable | None = None,
+    progress: LoadProgress | None = None,
+    on_error_line: Callable[[str], None] | None = None,
+) -> LoadedProfiles:
+    """Read the trace files at ``paths`` and profile every trace they hold, together.
+
+    A trace spread over several files is put back together. A file that cannot be read, or
+    only partly, does not stop the others: its error line is collected and, as soon as it is
+    known, passed to ``on_error_line`` (after ``progress.close()``, so it lands on a clean line).
+    ``progress`` sees a :data:`READING` phase of one step per file and a :data:`PROFILING` phase
+    of one step per trace. The cyclic garbage collector is paused throughout.
+    """
+    progress = progress if progress is not None else _NoProgress()
+    records: list[SpanRecord] = []
+    files: list[FileRead] = []
+    error_lines: list[str] = []
+    with cyclic_gc_paused():
+        progress.start(READING, len(paths))
+        for path in paths:
+            trace_file = read_trace_file(path)
+            records.extend(trace_file.records)
+            files.append(FileRead(trace_file.path, trace_file.format, len(trace_file.records), trace_file.problems))
+            line = trace_file.error_line()
+            if line is not None:
+                error_lines.append(line)
+                if on_error_line is not None:
+                    progress.close()
+                    on_error_line(line)
+            progress.advance(detail=os.path.basename(path))
+        groups = group_by_trace(records)
+        progress.start(PROFILING, len(groups))
+        profiles = []
+        for spans in groups.values():
+            profiles.append(profile_trace(spans, classifier, prices))
+            progress.advance()
+        # As core.analyze.profile_records orders them.
+        profiles.sort(key=lambda p: (p.start_ns, p.trace_id))
+    return LoadedProfiles(profiles, files, error_lines)

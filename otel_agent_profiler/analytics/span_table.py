@@ -64,12 +64,12 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from ..adapters.files import read_trace_file
-from ..core.analyze import Classifier, profile_records
+from ..core.analyze import Classifier
 from ..core.categories import CATEGORIES, classify
 from ..core.pricing import PriceTable
 from ..core.profile import SpanProfile, TraceProfile
 from ..core.records import SpanKind, StatusCode
+from ..offline import load_profiles
 
 _NS_PER_MS = 1e6
 
@@ -297,23 +297,19 @@ def to_dataframe(
     if isinstance(source, (TraceProfile, str, os.PathLike)):
         source = [source]
     profiles: list[TraceProfile] = []
-    records = []
-    problems: list[str] = []
+    paths: list[str] = []
     for item in source:
         if isinstance(item, TraceProfile):
             profiles.append(item)
             continue
         if not isinstance(item, (str, os.PathLike)):
             raise TypeError(f"expected a TraceProfile or a file path, got {type(item).__name__}")
-        trace_file = read_trace_file(os.fspath(item))
-        records.extend(trace_file.records)
-        line = trace_file.error_line()
-        if line is not None:
-            problems.append(line)
-    if problems and on_problem == "raise":
-        raise ValueError("cannot read every trace file:\n" + "\n".join(problems))
-    if records:
-        profiles.extend(profile_records(records, classifier, prices))
+        paths.append(os.fspath(item))
+    if paths:
+        loaded = load_profiles(paths, classifier=classifier, prices=prices)
+        if loaded.error_lines and on_problem == "raise":
+            raise ValueError("cannot read every trace file:\n" + "\n".join(loaded.error_lines))
+        profiles.extend(loaded.profiles)
     return span_table(profiles)
 
 
