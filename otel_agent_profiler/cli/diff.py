@@ -11,25 +11,22 @@ import contextlib
 import json
 import multiprocessing
 import queue
-import sys
-from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-from ..adapters import read_trace_file
-from ..core import profile_records
-from ..core.records import SpanRecord
-from ..offline import cyclic_gc_paused
+from ..offline import READING, cyclic_gc_paused, load_profiles
 from ..report.progress import Progress, progress_enabled
+from . import arguments
+from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, Commands, error, write_output
 
 #: Exit code when the candidate regressed past the threshold.
 EXIT_REGRESSION = 3
 _TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson")
 
 
-def add_diff_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], exit_bad_input: int) -> None:
+def add_parser(commands: Commands) -> None:
     diff = commands.add_parser(
         "diff",
         help="compare two sets of runs and flag regressions (exit code for CI)",
@@ -37,7 +34,7 @@ def add_diff_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
             "Compare the candidate runs to the baseline runs: per category and operation, the mean (or "
             "median) of duration, self time, critical-path time and tokens, with a Mann-Whitney U test. A "
             "metric regressed when it got worse by more than --threshold and the test says p < --alpha. "
-            f"Exit codes: 0 no regression, {EXIT_REGRESSION} a regression, {exit_bad_input} unreadable input "
+            f"Exit codes: 0 no regression, {EXIT_REGRESSION} a regression, {EXIT_BAD_INPUT} unreadable input "
             "(the readable files are still compared). BASELINE and CANDIDATE are trace files or folders of "
             "them (*.json, *.jsonl); give several with --baseline/--candidate."
         ),
@@ -62,12 +59,7 @@ def add_diff_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
     )
     diff.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: %(default)s)")
     diff.add_argument("--output", "-o", metavar="PATH", help="write the report to PATH instead of standard output")
-    diff.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show a progress bar on standard error while reading and profiling (default: when it is a terminal)",
-    )
+    arguments.add_progress_option(diff, while_="while reading and profiling")
 
 
 def _trace_files(path: str) -> list[str]:
@@ -91,6 +83,23 @@ def _step(detail: str) -> None:
         _steps.put(detail)
 
 
+class _FileSteps:
+    """The loading progress of a worker: one step per file read, sent to the parent's bar."""
+
+    def __init__(self) -> None:
+        self._phase = ""
+
+    def start(self, label: str, total: int) -> None:
+        self._phase = label
+
+    def advance(self, steps: int = 1, detail: str = "") -> None:
+        if self._phase == READING:
+            _step(detail)
+
+    def close(self) -> None:
+        pass
+
+
 def _side(path: str, files: list[str]) -> tuple[Any, int, list[str]]:
     """Read and profile one side's runs (``files``, found in ``path``): (span table, number of runs, error lines).
 
@@ -100,25 +109,18 @@ def _side(path: str, files: list[str]) -> tuple[Any, int, list[str]]:
     """
     from ..analytics import span_table
 
-    records: list[SpanRecord] = []
-    errors: list[str] = []
     if not files:
         return None, 0, [f"{path}: no trace files (*.json, *.jsonl) in this folder"]
     with cyclic_gc_paused():
-        for name in files:
-            trace_file = read_trace_file(name)
-            records.extend(trace_file.records)
-            line = trace_file.error_line()
-            if line is not None:
-                errors.append(line)
-            _step(Path(name).name)
-        profiles = profile_records(records)
+        # Error lines are printed by the parent, once the progress bar is done.
+        loaded = load_profiles(files, progress=_FileSteps())
+        profiles = loaded.profiles
         for profile in profiles:
             profile.release()
         _step("profiled")
         table = span_table(profiles) if profiles else None
         _step("tabled")
-    return table, len(profiles), errors
+    return table, len(profiles), loaded.error_lines
 
 
 def _steps_of(files: list[str]) -> int:
@@ -155,7 +157,7 @@ def _both_sides(baseline: str, candidate: str, progress: Progress) -> list[tuple
             _set_step_queue(None)
 
 
-def run_diff(args: argparse.Namespace, report_error: Callable[[str], None], exit_bad_input: int) -> int:
+def run(args: argparse.Namespace) -> int:
     # pandas is imported here, not at module level: `analyze` should not pay for it.
     from ..analytics import Comparison, compare_runs
 
@@ -184,14 +186,14 @@ def run_diff(args: argparse.Namespace, report_error: Callable[[str], None], exit
     finally:
         progress.close()
     for line in (*baseline_errors, *candidate_errors):
-        report_error(line)
+        error(line)
     inputs_ok = not baseline_errors and not candidate_errors
     if baseline is None or candidate is None:
-        report_error("nothing to compare: " + ("no baseline runs" if baseline is None else "no candidate runs"))
-        return exit_bad_input
+        error("nothing to compare: " + ("no baseline runs" if baseline is None else "no candidate runs"))
+        return EXIT_BAD_INPUT
     if comparison is None:
-        report_error(problem)
-        return exit_bad_input
+        error(problem)
+        return EXIT_BAD_INPUT
     if args.format == "json":
         table = comparison.table.astype(object).where(comparison.table.notna(), None)
         document = {
@@ -207,10 +209,8 @@ def run_diff(args: argparse.Namespace, report_error: Callable[[str], None], exit
         report = json.dumps(document, indent=2, default=str) + "\n"
     else:
         report = f"{baseline_runs} baseline runs, {candidate_runs} candidate runs\n{comparison.summary()}\n"
-    if args.output is None:
-        sys.stdout.write(report)
-    else:
-        Path(args.output).write_text(report, encoding="utf-8")
+    if not write_output(args.output, report):
+        return EXIT_FAILURE
     if not inputs_ok:
-        return exit_bad_input if not comparison.has_regression else EXIT_REGRESSION
-    return EXIT_REGRESSION if comparison.has_regression else 0
+        return EXIT_BAD_INPUT if not comparison.has_regression else EXIT_REGRESSION
+    return EXIT_REGRESSION if comparison.has_regression else EXIT_OK

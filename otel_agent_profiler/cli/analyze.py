@@ -1,0 +1,121 @@
+"""``otel-agent-profiler analyze FILE...``: profile the traces in exported trace files, as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..core import TraceProfile, profiles_to_dict
+from ..core.findings import Finding, find_all
+from ..offline import cyclic_gc_paused, load_profiles
+from ..report import render_traces
+from ..report.progress import Progress, progress_enabled
+from ..report.text import can_draw
+from . import arguments
+from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, Commands, error, write_output
+
+
+def add_parser(commands: Commands) -> None:
+    analyze = commands.add_parser(
+        "analyze",
+        help="profile the traces in exported trace files",
+        description=(
+            "Profile every trace in the given files: self time, critical path and time per category "
+            "and operation. Reads OTLP JSON (one document, or JSON Lines as the Collector's file "
+            "exporter writes them), Jaeger JSON exports and ATIF trajectories; the format is detected. A file that "
+            "cannot be read is reported on standard error and the others are still analysed; the "
+            f"exit code is then {EXIT_BAD_INPUT}."
+        ),
+    )
+    arguments.add_files_argument(analyze)
+    analyze.add_argument(
+        "--format", choices=("text", "json"), default="text", help="report format (default: %(default)s)"
+    )
+    analyze.add_argument("--output", "-o", metavar="PATH", help="write the report to PATH instead of standard output")
+    analyze.add_argument(
+        "--max-spans",
+        type=arguments.positive_int,
+        default=60,
+        metavar="N",
+        help="text format: spans shown per trace in the span tree (default: %(default)s)",
+    )
+    analyze.add_argument("--ascii", action="store_true", help="text format: draw with ASCII characters only")
+    arguments.add_progress_option(analyze)
+    analyze.add_argument(
+        "--prefix-cache",
+        action="store_true",
+        help=(
+            "also list prompt prefixes that several LLM calls of one model share (caching candidates); "
+            "reads the prompt content the instrumentation captured, so it is off unless asked for"
+        ),
+    )
+    analyze.add_argument(
+        "--findings",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=(
+            "list findings (bottlenecks, parallelization opportunities, ...) with their estimated savings; "
+            "on by default for text, off for json, where they cost a projection per trace"
+        ),
+    )
+
+
+def _prefix_candidates(profiles: list[TraceProfile]) -> list[Any]:
+    # Imported on demand: the analytics package loads pandas, which `analyze` otherwise never needs.
+    from ..analytics.prefix_cache import prefix_cache_candidates
+
+    return prefix_cache_candidates(profiles)
+
+
+def _prefix_cache_text(candidates: list[Any]) -> str:
+    lines = ["", "Prompt-prefix caching candidates (shared prompt beginnings per model)"]
+    if not candidates:
+        lines.append("  none: no model had calls sharing 1,024+ tokens of captured prompt")
+    for candidate in candidates[:10]:
+        lines.append(
+            f"  {candidate.model}: {candidate.calls} calls share {candidate.prefix_tokens:,} tokens; "
+            f"{candidate.uncached_repeated_tokens:,} repeated tokens were not cached"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    progress = Progress(progress_enabled(args.progress))
+    with cyclic_gc_paused():
+        loaded = load_profiles(args.files, progress=progress, on_error_line=error)
+        profiles = loaded.profiles
+        # Findings cost a projection of the trace each; JSON output for many traces skips them
+        # unless asked for.
+        with_findings = args.findings if args.findings is not None else args.format == "text"
+        findings: dict[str, list[Finding]] | None = None
+        if with_findings:
+            findings = {}
+            progress.start("finding", len(profiles))
+            for profile in profiles:
+                findings[profile.trace_id] = find_all(profile)
+                progress.advance()
+    progress.close()
+
+    if args.format == "json":
+        document = profiles_to_dict(profiles)
+        if findings is not None:
+            for trace in document["traces"]:
+                trace["findings"] = [finding.to_dict() for finding in findings[trace["trace_id"]]]
+        document["files"] = loaded.file_dicts()
+        if args.prefix_cache:
+            document["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
+        report = json.dumps(document, indent=2) + "\n"
+    else:
+        stream = sys.stdout if args.output is None else None
+        ascii_only = args.ascii or (stream is not None and not can_draw(stream))
+        report = render_traces(profiles, max_spans=args.max_spans, ascii_only=ascii_only, findings=findings)
+        if args.prefix_cache:
+            report += _prefix_cache_text(_prefix_candidates(profiles))
+        if not profiles:
+            report = "No traces to report.\n"
+
+    if not write_output(args.output, report):
+        return EXIT_FAILURE
+    return EXIT_OK if loaded.complete else EXIT_BAD_INPUT

@@ -1,0 +1,79 @@
+"""``otel-agent-profiler export FILE... --format speedscope|chrome``: traces for flame-graph viewers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..core import TraceProfile
+from ..offline import load_profiles
+from . import arguments
+from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, PROG, Commands, error, write_output
+
+
+def add_parser(commands: Commands) -> None:
+    export = commands.add_parser(
+        "export",
+        help="convert traces to speedscope or Chrome trace-event JSON, for flame-graph viewers",
+        description=(
+            "Profile the traces in the given files (read as analyze reads them) and write them for "
+            "flame-graph viewers: speedscope JSON (https://www.speedscope.app; one profile per lane of "
+            "parallel spans and one of the critical path per trace) or the Chrome trace-event format "
+            "(Perfetto, chrome://tracing; one process per trace, one thread per lane). A file that cannot be "
+            f"read is reported on standard error and the others are still exported; the exit code is then "
+            f"{EXIT_BAD_INPUT}."
+        ),
+    )
+    arguments.add_files_argument(export)
+    export.add_argument(
+        "--format", choices=("speedscope", "chrome"), required=True, help="output format: speedscope or chrome"
+    )
+    export.add_argument(
+        "--output", "-o", metavar="PATH", required=True, help="file to write; - writes to standard output"
+    )
+    export.add_argument(
+        "--trace",
+        action="append",
+        metavar="TRACE_ID",
+        help="export only this trace (hex trace id; repeat for several); default: every trace",
+    )
+
+
+def _selected(profiles: list[TraceProfile], wanted_ids: list[str]) -> list[TraceProfile] | None:
+    """The profiles named by ``--trace``, in the order asked for; None (reported) if one is missing."""
+    by_id = {profile.trace_id: profile for profile in profiles}
+    selected: list[TraceProfile] = []
+    for wanted in wanted_ids:
+        trace_id = wanted.strip().lower()
+        if len(trace_id) == 16:  # a 64-bit (Jaeger) id, as the readers store it
+            trace_id = trace_id.rjust(32, "0")
+        if trace_id not in by_id:
+            error(arguments.no_such_trace(wanted, len(profiles)))
+            return None
+        if by_id[trace_id] not in selected:
+            selected.append(by_id[trace_id])
+    return selected
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..report.chrome_trace import to_chrome_trace
+    from ..report.speedscope import to_speedscope
+
+    loaded = load_profiles(args.files, on_error_line=error)
+    profiles: list[TraceProfile] | None = loaded.profiles
+    if args.trace:
+        profiles = _selected(loaded.profiles, args.trace)
+        if profiles is None:
+            return EXIT_BAD_INPUT
+    if not profiles:
+        error("no traces to export")
+        return EXIT_BAD_INPUT
+
+    if args.format == "speedscope":
+        document = to_speedscope(profiles, name=arguments.single_file_name(args.files) or PROG)
+    else:
+        document = to_chrome_trace(profiles)
+    text = json.dumps(document, separators=(",", ":")) + "\n"
+    if not write_output(None if args.output == "-" else args.output, text):
+        return EXIT_FAILURE
+    return EXIT_OK if loaded.complete else EXIT_BAD_INPUT

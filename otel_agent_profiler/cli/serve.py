@@ -1,0 +1,174 @@
+"""``otel-agent-profiler serve``: receive OTLP traces, profile them and forward them enriched."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, Commands, error, non_negative_float, port, positive_int
+
+#: Where ``serve`` takes its bearer token from when --bearer-token-file is not given.
+TOKEN_ENV = "OTEL_AGENT_PROFILER_SERVE_TOKEN"
+
+
+def add_parser(commands: Commands) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="receive OTLP traces, profile them and forward them enriched",
+        description=(
+            "Receive OTLP traces over gRPC and HTTP (protobuf or JSON on /v1/traces) from any number of "
+            "services, group the spans by trace, profile each trace once no new span arrived for the quiet "
+            "period, and forward the spans with the agent_profiler.* attributes, and the profile metrics, to "
+            "the upstream OTLP endpoint. Spans over a cap or arriving after their trace was profiled are "
+            "forwarded unprofiled. Also serves GET /health, /profiles and /profiles/TRACE_ID on the HTTP port. "
+            "Stops on Ctrl-C or SIGTERM after profiling and forwarding what it holds. TLS and a bearer token are "
+            "optional and off by default."
+        ),
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    serve.add_argument(
+        "--http-port",
+        type=port,
+        default=4318,
+        metavar="N",
+        help="OTLP/HTTP and status port; 0 picks a free one (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--grpc-port",
+        type=port,
+        default=4317,
+        metavar="N",
+        help="OTLP/gRPC port; 0 picks a free one (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--upstream",
+        metavar="URL",
+        default=os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None,
+        help=(
+            "OTLP endpoint to forward spans and metrics to, e.g. http://collector:4317 (gRPC) or "
+            "http://collector:4318 (HTTP; /v1/traces is appended). Default: $OTEL_EXPORTER_OTLP_ENDPOINT; "
+            "without either, traces are only profiled"
+        ),
+    )
+    serve.add_argument(
+        "--upstream-protocol",
+        choices=("grpc", "http"),
+        default=_default_protocol(),
+        help="protocol of the upstream: grpc or http (HTTP/protobuf). Default: grpc, or http/protobuf when "
+        "$OTEL_EXPORTER_OTLP_PROTOCOL says so",
+    )
+    serve.add_argument(
+        "--quiet-period",
+        type=non_negative_float,
+        default=5.0,
+        metavar="S",
+        help="seconds without a new span after which a trace is profiled (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--max-traces", type=positive_int, default=1000, metavar="N", help="traces held at once (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--max-spans-per-trace",
+        type=positive_int,
+        default=10_000,
+        metavar="N",
+        help="spans held per trace; more are forwarded unprofiled (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--max-request-bytes",
+        type=positive_int,
+        default=4 * 1024 * 1024,
+        metavar="N",
+        help="largest request accepted (413 / RESOURCE_EXHAUSTED above; default: %(default)s)",
+    )
+    serve.add_argument(
+        "--max-pending-spans",
+        type=positive_int,
+        default=100_000,
+        metavar="N",
+        help="spans held and waiting to be forwarded past which, while the upstream fails, senders are "
+        "answered 503 / UNAVAILABLE (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--metrics-interval",
+        type=non_negative_float,
+        default=10.0,
+        metavar="S",
+        help="seconds between exports of the profile metrics (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--tls-cert",
+        metavar="PATH",
+        help="PEM certificate (chain) to serve both receivers over TLS; needs --tls-key (default: no TLS)",
+    )
+    serve.add_argument(
+        "--tls-key", metavar="PATH", help="PEM private key (unencrypted) of --tls-cert; needs --tls-cert"
+    )
+    serve.add_argument(
+        "--bearer-token-file",
+        metavar="PATH",
+        help=(
+            "file holding a token that every request but GET /health must carry as 'Authorization: Bearer TOKEN' "
+            f"(401 / UNAUTHENTICATED otherwise). Default: ${TOKEN_ENV}; without either, no token is required"
+        ),
+    )
+
+
+def _default_protocol() -> str:
+    protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip().lower()
+    return "http" if protocol.startswith("http") else "grpc"
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The bearer token from --bearer-token-file, else $OTEL_AGENT_PROFILER_SERVE_TOKEN, else None."""
+    if args.bearer_token_file is None:
+        token = os.environ.get(TOKEN_ENV, "").strip()
+        return token or None
+    try:
+        with open(args.bearer_token_file, encoding="utf-8") as file:
+            token = file.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read --bearer-token-file {args.bearer_token_file}: {exc}") from None
+    if not token:
+        raise ValueError(f"--bearer-token-file {args.bearer_token_file} is empty")
+    return token
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..service.app import ServeConfig
+    from ..service.app import run as run_service
+    from ..service.pipeline import PipelineConfig
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        error("--tls-cert and --tls-key go together: give both or neither")
+        return EXIT_BAD_INPUT
+    try:
+        token = _token(args)
+    except ValueError as exc:
+        error(f"cannot serve: {exc}")
+        return EXIT_FAILURE
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = ServeConfig(
+        host=args.host,
+        http_port=args.http_port,
+        grpc_port=args.grpc_port,
+        upstream=args.upstream,
+        upstream_protocol=args.upstream_protocol,
+        max_request_bytes=args.max_request_bytes,
+        metrics_interval_s=args.metrics_interval,
+        pipeline=PipelineConfig(
+            quiet_period_s=args.quiet_period,
+            max_traces=args.max_traces,
+            max_spans_per_trace=args.max_spans_per_trace,
+            max_pending_spans=args.max_pending_spans,
+        ),
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        bearer_token=token,
+    )
+    try:
+        return run_service(config)
+    except (OSError, ValueError) as exc:
+        error(f"cannot serve: {exc}")
+        return EXIT_FAILURE
