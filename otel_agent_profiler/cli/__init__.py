@@ -9,7 +9,7 @@ from typing import Protocol
 
 from .._version import __version__
 from . import analyze, diff, export, report, serve
-from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, PROG, Commands
+from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, PROG
 from .serve import TOKEN_ENV
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILURE", "EXIT_OK", "PROG", "TOKEN_ENV", "main"]
@@ -18,7 +18,10 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILURE", "EXIT_OK", "PROG", "TOKEN_ENV", "ma
 class _Command(Protocol):
     """What each command module has."""
 
-    def add_parser(self, commands: Commands) -> None: ...
+    HELP: str
+    DESCRIPTION: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
 
     def run(self, args: argparse.Namespace) -> int: ...
 
@@ -41,8 +44,8 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in _COMMANDS.values():
-        command.add_parser(commands)
+    for name, command in _COMMANDS.items():
+        command.add_arguments(commands.add_parser(name, help=command.HELP, description=command.DESCRIPTION))
     return parser
 
 

@@ -14,21 +14,19 @@ from ..report import render_traces
 from ..report.progress import Progress, progress_enabled
 from ..report.text import can_draw
 from . import arguments
-from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, Commands, error, write_output
+from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, error, write_output
+
+HELP = "profile the traces in exported trace files"
+DESCRIPTION = (
+    "Profile every trace in the given files: self time, critical path and time per category "
+    "and operation. Reads OTLP JSON (one document, or JSON Lines as the Collector's file "
+    "exporter writes them), Jaeger JSON exports and ATIF trajectories; the format is detected. A file that "
+    "cannot be read is reported on standard error and the others are still analysed; the "
+    f"exit code is then {EXIT_BAD_INPUT}."
+)
 
 
-def add_parser(commands: Commands) -> None:
-    analyze = commands.add_parser(
-        "analyze",
-        help="profile the traces in exported trace files",
-        description=(
-            "Profile every trace in the given files: self time, critical path and time per category "
-            "and operation. Reads OTLP JSON (one document, or JSON Lines as the Collector's file "
-            "exporter writes them), Jaeger JSON exports and ATIF trajectories; the format is detected. A file that "
-            "cannot be read is reported on standard error and the others are still analysed; the "
-            f"exit code is then {EXIT_BAD_INPUT}."
-        ),
-    )
+def add_arguments(analyze: argparse.ArgumentParser) -> None:
     arguments.add_files_argument(analyze)
     analyze.add_argument(
         "--format", choices=("text", "json"), default="text", help="report format (default: %(default)s)"

@@ -7,7 +7,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TypeAlias, TypeVar
+from typing import TypeVar
 
 PROG = "otel-agent-profiler"
 EXIT_OK = 0
@@ -17,7 +17,6 @@ EXIT_BAD_INPUT = 2
 
 #: What each command's ``add_parser`` adds its parser to: the top-level parser's subcommands.
 #: A string: argparse's class cannot be subscripted at run time, only by the type checker.
-Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 _Number = TypeVar("_Number", int, float)
 

@@ -19,26 +19,25 @@ from typing import Any
 from ..offline import READING, cyclic_gc_paused, load_profiles
 from ..report.progress import Progress, progress_enabled
 from . import arguments
-from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, Commands, error, write_output
+from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, error, write_output
 
 #: Exit code when the candidate regressed past the threshold.
 EXIT_REGRESSION = 3
 _TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson")
 
 
-def add_parser(commands: Commands) -> None:
-    diff = commands.add_parser(
-        "diff",
-        help="compare two sets of runs and flag regressions (exit code for CI)",
-        description=(
-            "Compare the candidate runs to the baseline runs: per category and operation, the mean (or "
-            "median) of duration, self time, critical-path time and tokens, with a Mann-Whitney U test. A "
-            "metric regressed when it got worse by more than --threshold and the test says p < --alpha. "
-            f"Exit codes: 0 no regression, {EXIT_REGRESSION} a regression, {EXIT_BAD_INPUT} unreadable input "
-            "(the readable files are still compared). BASELINE and CANDIDATE are trace files or folders of "
-            "them (*.json, *.jsonl); give several with --baseline/--candidate."
-        ),
-    )
+HELP = "compare two sets of runs and flag regressions (exit code for CI)"
+DESCRIPTION = (
+    "Compare the candidate runs to the baseline runs: per category and operation, the mean (or "
+    "median) of duration, self time, critical-path time and tokens, with a Mann-Whitney U test. A "
+    "metric regressed when it got worse by more than --threshold and the test says p < --alpha. "
+    f"Exit codes: 0 no regression, {EXIT_REGRESSION} a regression, {EXIT_BAD_INPUT} unreadable input "
+    "(the readable files are still compared). BASELINE and CANDIDATE are trace files or folders of "
+    "them (*.json, *.jsonl); give several with --baseline/--candidate."
+)
+
+
+def add_arguments(diff: argparse.ArgumentParser) -> None:
     diff.add_argument("baseline", metavar="BASELINE", help="trace file or folder of the runs before the change")
     diff.add_argument("candidate", metavar="CANDIDATE", help="trace file or folder of the runs after the change")
     diff.add_argument(

@@ -8,22 +8,20 @@ import json
 from ..core import TraceProfile
 from ..offline import load_profiles
 from . import arguments
-from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, PROG, Commands, error, write_output
+from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, PROG, error, write_output
+
+HELP = "convert traces to speedscope or Chrome trace-event JSON, for flame-graph viewers"
+DESCRIPTION = (
+    "Profile the traces in the given files (read as analyze reads them) and write them for "
+    "flame-graph viewers: speedscope JSON (https://www.speedscope.app; one profile per lane of "
+    "parallel spans and one of the critical path per trace) or the Chrome trace-event format "
+    "(Perfetto, chrome://tracing; one process per trace, one thread per lane). A file that cannot be "
+    f"read is reported on standard error and the others are still exported; the exit code is then "
+    f"{EXIT_BAD_INPUT}."
+)
 
 
-def add_parser(commands: Commands) -> None:
-    export = commands.add_parser(
-        "export",
-        help="convert traces to speedscope or Chrome trace-event JSON, for flame-graph viewers",
-        description=(
-            "Profile the traces in the given files (read as analyze reads them) and write them for "
-            "flame-graph viewers: speedscope JSON (https://www.speedscope.app; one profile per lane of "
-            "parallel spans and one of the critical path per trace) or the Chrome trace-event format "
-            "(Perfetto, chrome://tracing; one process per trace, one thread per lane). A file that cannot be "
-            f"read is reported on standard error and the others are still exported; the exit code is then "
-            f"{EXIT_BAD_INPUT}."
-        ),
-    )
+def add_arguments(export: argparse.ArgumentParser) -> None:
     arguments.add_files_argument(export)
     export.add_argument(
         "--format", choices=("speedscope", "chrome"), required=True, help="output format: speedscope or chrome"

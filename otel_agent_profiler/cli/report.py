@@ -11,23 +11,21 @@ from ..core.findings import Finding, find_all
 from ..offline import cyclic_gc_paused, load_profiles
 from ..report.progress import Progress, progress_enabled
 from . import arguments
-from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, Commands, error, write_output
+from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, error, write_output
+
+HELP = "write a self-contained HTML report (flame graph, waterfall, categories, findings, cross-run charts)"
+DESCRIPTION = (
+    "Profile the traces in the given files (read as analyze reads them) and write one self-contained "
+    "HTML file (inline CSS, JavaScript and SVG; opens offline): a table of the traces, and for the chosen "
+    "one (default: the slowest; click another in the table) a flame chart and a waterfall with the "
+    "critical path highlighted, time by category and the findings with their estimated savings; with "
+    "several traces, also duration percentiles per category and operation, the concurrency of LLM and "
+    "tool calls and the most frequent call sequences. A file that cannot be read is reported on standard "
+    f"error and the others are still used; the exit code is then {EXIT_BAD_INPUT}."
+)
 
 
-def add_parser(commands: Commands) -> None:
-    report = commands.add_parser(
-        "report",
-        help="write a self-contained HTML report (flame graph, waterfall, categories, findings, cross-run charts)",
-        description=(
-            "Profile the traces in the given files (read as analyze reads them) and write one self-contained "
-            "HTML file (inline CSS, JavaScript and SVG; opens offline): a table of the traces, and for the chosen "
-            "one (default: the slowest; click another in the table) a flame chart and a waterfall with the "
-            "critical path highlighted, time by category and the findings with their estimated savings; with "
-            "several traces, also duration percentiles per category and operation, the concurrency of LLM and "
-            "tool calls and the most frequent call sequences. A file that cannot be read is reported on standard "
-            f"error and the others are still used; the exit code is then {EXIT_BAD_INPUT}."
-        ),
-    )
+def add_arguments(report: argparse.ArgumentParser) -> None:
     arguments.add_files_argument(report)
     report.add_argument("--html", required=True, metavar="PATH", help="HTML file to write")
     report.add_argument(

@@ -6,26 +6,25 @@ import argparse
 import logging
 import os
 
-from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, Commands, error, non_negative_float, port, positive_int
+from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, error, non_negative_float, port, positive_int
 
 #: Where ``serve`` takes its bearer token from when --bearer-token-file is not given.
 TOKEN_ENV = "OTEL_AGENT_PROFILER_SERVE_TOKEN"
 
 
-def add_parser(commands: Commands) -> None:
-    serve = commands.add_parser(
-        "serve",
-        help="receive OTLP traces, profile them and forward them enriched",
-        description=(
-            "Receive OTLP traces over gRPC and HTTP (protobuf or JSON on /v1/traces) from any number of "
-            "services, group the spans by trace, profile each trace once no new span arrived for the quiet "
-            "period, and forward the spans with the agent_profiler.* attributes, and the profile metrics, to "
-            "the upstream OTLP endpoint. Spans over a cap or arriving after their trace was profiled are "
-            "forwarded unprofiled. Also serves GET /health, /profiles and /profiles/TRACE_ID on the HTTP port. "
-            "Stops on Ctrl-C or SIGTERM after profiling and forwarding what it holds. TLS and a bearer token are "
-            "optional and off by default."
-        ),
-    )
+HELP = "receive OTLP traces, profile them and forward them enriched"
+DESCRIPTION = (
+    "Receive OTLP traces over gRPC and HTTP (protobuf or JSON on /v1/traces) from any number of "
+    "services, group the spans by trace, profile each trace once no new span arrived for the quiet "
+    "period, and forward the spans with the agent_profiler.* attributes, and the profile metrics, to "
+    "the upstream OTLP endpoint. Spans over a cap or arriving after their trace was profiled are "
+    "forwarded unprofiled. Also serves GET /health, /profiles and /profiles/TRACE_ID on the HTTP port. "
+    "Stops on Ctrl-C or SIGTERM after profiling and forwarding what it holds. TLS and a bearer token are "
+    "optional and off by default."
+)
+
+
+def add_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     serve.add_argument(
         "--http-port",
