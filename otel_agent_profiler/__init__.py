@@ -25,12 +25,14 @@ from .core import (
     profiles_to_dict,
     trace_to_dict,
 )
+from .errors import AgentProfilerError
 from .plugin.decorators import agent, agent_span, profiled_span, tool, tool_span, traced
 from .plugin.processor import AgentProfilerSpanProcessor
 from .plugin.wiring import install
 
 __all__ = [
     "CATEGORIES",
+    "AgentProfilerError",
     "AgentProfilerSpanProcessor",
     "Anomaly",
     "ModelPrice",

@@ -1,8 +1,12 @@
-"""What the profiler does with its own bugs: log once, keep the user's app running.
+"""The profiler's exceptions, and what it does with its own bugs.
 
-OpenTelemetry does not guard span processor hooks, so anything they raise would reach the
-user's code. Each place that can fail logs its first error (with the traceback) and stays
-quiet after that. The test suite turns ``raise_internal_errors`` on so bugs surface there.
+Bad input (an unusable span, an id that is not one) raises a subclass of ``AgentProfilerError``,
+which is also a ``ValueError``: code that catches ``ValueError`` keeps working.
+
+The profiler's own bugs must not reach the user's app: OpenTelemetry does not guard span
+processor hooks, and a service must keep serving. Every place that catches an unexpected error
+to keep running reports it through an ``InternalErrorLog``, which logs it (the first time in
+full) or, when the test suite has set ``raise_internal_errors``, re-raises it so the test fails.
 """
 
 from __future__ import annotations
@@ -10,20 +14,95 @@ from __future__ import annotations
 import logging
 import threading
 
-_logger = logging.getLogger("otel_agent_profiler")
+__all__ = [
+    "AgentProfilerError",
+    "BadIdError",
+    "InternalErrorLog",
+    "SpanDataError",
+    "report_internal_error",
+]
+
+
+class AgentProfilerError(Exception):
+    """Base class of the errors otel-agent-profiler raises for input it cannot use."""
+
+
+class SpanDataError(AgentProfilerError, ValueError):
+    """One span in an otherwise readable document could not be used."""
+
+
+class BadIdError(AgentProfilerError, ValueError):
+    """An id that is neither hex nor base64 of the right length."""
+
+
+#: Set by the test suite: re-raise internal errors instead of logging them.
+raise_internal_errors = False
+
+# Keys whose first error has been logged, shared by every InternalErrorLog in the process.
 _reported: set[str] = set()
 _lock = threading.Lock()
 
-#: Set by the test suite: re-raise instead of logging.
-raise_internal_errors = False
+
+class InternalErrorLog:
+    """How one part of the profiler reports the unexpected errors it catches to keep running.
+
+    ``report`` is called from an ``except`` block. Under the test suite it re-raises the error
+    being handled. Otherwise it logs it with its traceback: the first error of each key at
+    ``level``; later ones of the same key at ``repeat_level``, or not at all when that is None.
+
+    Args:
+        logger: where the errors are logged.
+        message: the %-format of the first log line of a key; ``report``'s ``args`` fill it.
+        level: the level of the first error of a key.
+        repeat_level: the level of later errors of the same key; None: they are not logged.
+        repeat_message: the format of those later lines; ``message`` when omitted.
+    """
+
+    __slots__ = ("_level", "_logger", "_message", "_repeat_level", "_repeat_message")
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        message: str,
+        *,
+        level: int = logging.ERROR,
+        repeat_level: int | None = None,
+        repeat_message: str | None = None,
+    ) -> None:
+        self._logger = logger
+        self._message = message
+        self._level = level
+        self._repeat_level = repeat_level
+        self._repeat_message = message if repeat_message is None else repeat_message
+
+    def report(self, key: str, *args: object) -> None:
+        """Re-raise the error being handled (under the test suite), or log it.
+
+        Args:
+            key: what "the first error" counts by: a place in the code, or one key for a
+                whole part of the profiler.
+            *args: the arguments of the log message.
+        """
+        if raise_internal_errors:
+            raise  # called from an except block: re-raises the error being handled
+        with _lock:
+            first = key not in _reported
+            _reported.add(key)
+        if first:
+            self._logger.log(self._level, self._message, *args, exc_info=True)
+        elif self._repeat_level is not None:
+            self._logger.log(self._repeat_level, self._repeat_message, *args, exc_info=True)
+
+
+_PLUGIN_ERRORS = InternalErrorLog(
+    logging.getLogger("otel_agent_profiler"),
+    "otel-agent-profiler: internal error in %s; spans are still exported (logged once)",
+)
 
 
 def report_internal_error(where: str) -> None:
-    """Call from an ``except`` block: logs the current exception once per ``where``."""
-    if raise_internal_errors:
-        raise
-    with _lock:
-        if where in _reported:
-            return
-        _reported.add(where)
-    _logger.exception("otel-agent-profiler: internal error in %s; spans are still exported (logged once)", where)
+    """Call from an ``except`` block: logs the current exception once per ``where``.
+
+    Under the test suite (``raise_internal_errors``) it re-raises the exception instead.
+    """
+    _PLUGIN_ERRORS.report(where, where)

@@ -1,4 +1,6 @@
-"""Make the helper modules in tests/ (``span_builders``) importable under any import mode."""
+"""Shared test setup: helper modules importable, internal errors raised, real backends for e2e tests."""
+
+# The helper modules in tests/ (``span_builders``) are importable under any import mode.
 
 from __future__ import annotations
 
@@ -11,6 +13,28 @@ if _TESTS_DIR not in sys.path:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# The profiler's own bugs fail tests: in production it logs the errors it catches to keep the app running
+# (otel_agent_profiler/errors.py); here they are re-raised. Tests of the production behaviour ask for
+# ``never_raise``.
+
+import pytest  # noqa: E402
+
+from otel_agent_profiler import errors as _errors  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _internal_errors_fail_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_errors, "raise_internal_errors", True)
+    monkeypatch.setattr(_errors, "_reported", set())  # each test sees its own "first error" of each place
+
+
+@pytest.fixture
+def never_raise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Production mode: internal errors are logged (the first of each place in full), never raised."""
+    monkeypatch.setattr(_errors, "raise_internal_errors", False)
+
+
+# --------------------------------------------------------------------------------------------------------------
 # Real OTLP backends for the end-to-end tests (tests/backends.py): rotel, Arize Phoenix, Prometheus.
 # Installed by scripts/test; a missing one fails the test with that hint (never a skip).
 # Logs: test-artifacts/backends/latest/ (phoenix/, and e2e/<test id>/ for per-test backends).
@@ -19,7 +43,6 @@ import uuid  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
-import pytest  # noqa: E402
 from backends import BackendNotInstalled, Phoenix, Prometheus, Rotel, artifact_dir  # noqa: E402
 
 

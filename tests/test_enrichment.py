@@ -19,7 +19,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from otel_agent_profiler import errors as _internal_errors
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import PriceTable, SpanRecord, profile_records, profile_trace
 from otel_agent_profiler.live import attributes as attr
@@ -46,8 +45,7 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 
 
 @pytest.fixture(autouse=True)
-def _test_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_internal_errors, "raise_internal_errors", True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for variable, _ in _OPTIONS.values():
         monkeypatch.delenv(variable, raising=False)
 

@@ -36,7 +36,6 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import Sampler, TraceIdRatioBased
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from otel_agent_profiler import errors as _internal_errors
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import TraceProfile, profile_records
 from otel_agent_profiler.live import attributes as attr
@@ -57,19 +56,10 @@ ALL_PROFILE_KEYS = set(attr.SPAN_ATTRIBUTES) | set(attr.ROOT_ATTRIBUTES)
 
 
 @pytest.fixture(autouse=True)
-def _test_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Internal errors raise (so bugs surface); the profiler's environment is clean."""
-    monkeypatch.setattr(_internal_errors, "raise_internal_errors", True)
-    monkeypatch.setattr(_internal_errors, "_reported", set())
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The profiler's environment is clean (internal errors raise: tests/conftest.py)."""
     for variable, _ in _OPTIONS.values():
         monkeypatch.delenv(variable, raising=False)
-
-
-@pytest.fixture
-def never_raise(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Production mode: internal errors are logged once, never raised."""
-    monkeypatch.setattr(_internal_errors, "raise_internal_errors", False)
-    monkeypatch.setattr(_internal_errors, "_reported", set())
 
 
 @dataclass

@@ -22,7 +22,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from otel_agent_profiler import errors as _internal_errors
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import CATEGORIES, PriceTable, SpanEvent, SpanRecord, TraceProfile, profile_records
 from otel_agent_profiler.core import profile_trace as core_profile_trace
@@ -40,8 +39,7 @@ PRICES = {"gpt-4o": {"input": 2.5, "output": 10.0}}
 
 
 @pytest.fixture(autouse=True)
-def _test_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_internal_errors, "raise_internal_errors", True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for variable, _ in _OPTIONS.values():
         monkeypatch.delenv(variable, raising=False)
 

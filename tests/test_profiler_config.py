@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from otel_agent_profiler import errors as _internal_errors
 from otel_agent_profiler.core import CATEGORIES, PriceTable, TokenUsage, classify
 from otel_agent_profiler.plugin import environment_variables as env
 from otel_agent_profiler.plugin.config import (
@@ -31,7 +30,6 @@ from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_internal_errors, "raise_internal_errors", True)
     for variable in (*[v for v, _ in _OPTIONS.values()], env.OTEL_AGENT_PROFILER_ENABLED):
         monkeypatch.delenv(variable, raising=False)
 

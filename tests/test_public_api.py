@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import otel_agent_profiler
 import otel_agent_profiler.core
 
@@ -57,3 +59,17 @@ def test_version_matches_package_metadata() -> None:
     from importlib.metadata import version
 
     assert otel_agent_profiler.__version__ == version("otel-agent-profiler")
+
+
+def test_bad_input_errors_share_one_exported_base_and_stay_value_errors() -> None:
+    from otel_agent_profiler.adapters.ids import normalize_id
+    from otel_agent_profiler.adapters.otlp_json import kind_of
+    from otel_agent_profiler.errors import BadIdError, SpanDataError
+
+    for error in (SpanDataError, BadIdError):
+        assert issubclass(error, otel_agent_profiler.AgentProfilerError)
+        assert issubclass(error, ValueError)  # callers that catch ValueError keep working
+    with pytest.raises(otel_agent_profiler.AgentProfilerError, match="unknown span kind"):
+        kind_of(99)
+    with pytest.raises(otel_agent_profiler.AgentProfilerError, match="is not a 16-digit hex id"):
+        normalize_id("not an id", 8, "spanId")

@@ -9,7 +9,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode, set_span_in_context
 
-from otel_agent_profiler.adapters import sdk_spans
+from otel_agent_profiler._sdk_internals import PLAIN_LAYOUT_SPAN_TYPES
 from otel_agent_profiler.adapters.sdk_spans import record_from_span, records_from_spans
 from otel_agent_profiler.core.records import SpanEvent, SpanLink, SpanRecord
 from otel_agent_profiler.core.records import SpanKind as OurKind
@@ -62,7 +62,7 @@ def _spans() -> tuple[ReadableSpan, ReadableSpan, Any]:
 def test_an_sdk_span_becomes_a_record_with_every_field() -> None:
     child, parent, linked = _spans()
     # The tracer's own spans take the fast road (their fields read directly), which this checks.
-    assert type(child) in sdk_spans._PLAIN_LAYOUT
+    assert type(child) in PLAIN_LAYOUT_SPAN_TYPES
     record = record_from_span(child)
     context = child.context
     assert record == SpanRecord(

@@ -13,13 +13,7 @@ from collections import Counter
 
 import pytest
 
-from otel_agent_profiler import errors as _internal_errors
 from otel_agent_profiler.live.trace_buffer import EVICTED, LATE, OVERSIZED, Passthrough, TraceBuffer, TraceState
-
-
-@pytest.fixture(autouse=True)
-def _raise_internal_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_internal_errors, "raise_internal_errors", True)
 
 
 class FakeClock:

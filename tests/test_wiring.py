@@ -33,7 +33,6 @@ from opentelemetry.sdk.trace import (
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_agent_profiler import errors as _internal_errors
 from otel_agent_profiler.live import attributes as attr
 from otel_agent_profiler.plugin import wiring
 from otel_agent_profiler.plugin.config import _OPTIONS
@@ -45,8 +44,7 @@ MS = 1_000_000
 
 
 @pytest.fixture(autouse=True)
-def _test_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_internal_errors, "raise_internal_errors", True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for variable, _ in _OPTIONS.values():
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.delenv("OTEL_AGENT_PROFILER_ENABLED", raising=False)
@@ -345,10 +343,9 @@ def test_post_instrument_without_an_sdk_provider_does_nothing(monkeypatch: pytes
     post_instrument()  # no exception
 
 
-def test_post_instrument_never_raises(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(_internal_errors, "raise_internal_errors", False)
-    monkeypatch.setattr(_internal_errors, "_reported", set())
-
+def test_post_instrument_never_raises(
+    monkeypatch: pytest.MonkeyPatch, never_raise: None, caplog: pytest.LogCaptureFixture
+) -> None:
     def broken() -> Any:
         raise RuntimeError("no provider for you")
 

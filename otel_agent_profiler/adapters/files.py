@@ -18,9 +18,10 @@ from typing import Any
 import msgspec
 
 from ..core.records import SpanRecord
+from ..errors import SpanDataError
 from .atif import is_atif_document, records_from_atif
 from .jaeger_json import is_jaeger_document, records_from_jaeger
-from .otlp_json import SpanDataError, records_from_otlp
+from .otlp_json import records_from_otlp
 from .otlp_json_typed import DECODER as TYPED_DECODER
 from .otlp_json_typed import records_from_typed
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 import base64
 import binascii
 
+from ..errors import BadIdError
+
 _HEX_DIGITS = frozenset("0123456789abcdef")
-
-
-class BadIdError(ValueError):
-    """An id that is neither hex nor base64 of the right length."""
 
 
 def normalize_id(value: object, size: int, what: str) -> str:

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.records import AttributeValue, SpanEvent, SpanKind, SpanLink, SpanRecord, StatusCode
-from .ids import BadIdError, normalize_id
-from .otlp_json import SpanDataError
+from ..errors import BadIdError, SpanDataError
+from .ids import normalize_id
 
 _NS_PER_US = 1000
 _KINDS = {

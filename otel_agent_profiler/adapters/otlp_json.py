@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.records import AttributeValue, SpanEvent, SpanKind, SpanLink, SpanRecord, StatusCode
-from .ids import BadIdError, KnownIds, normalize_id, normalize_parent_id
+from ..errors import BadIdError, SpanDataError
+from .ids import KnownIds, normalize_id, normalize_parent_id
 
 _KINDS_BY_NUMBER = {
     0: SpanKind.INTERNAL,  # UNSPECIFIED is treated as INTERNAL, as the SDK does.
@@ -36,10 +37,6 @@ _STATUS_BY_NAME = {
     "STATUS_CODE_OK": StatusCode.OK,
     "STATUS_CODE_ERROR": StatusCode.ERROR,
 }
-
-
-class SpanDataError(ValueError):
-    """One span in an otherwise readable document could not be used."""
 
 
 def any_value(value: Mapping[str, Any]) -> AttributeValue:

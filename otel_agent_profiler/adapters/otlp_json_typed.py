@@ -13,8 +13,9 @@ import base64
 import msgspec
 
 from ..core.records import AttributeValue, SpanEvent, SpanLink, SpanRecord
-from .ids import BadIdError, KnownIds, normalize_id, normalize_parent_id
-from .otlp_json import SpanDataError, kind_of, status_of
+from ..errors import BadIdError, SpanDataError
+from .ids import KnownIds, normalize_id, normalize_parent_id
+from .otlp_json import kind_of, status_of
 
 
 class ArrayValue(msgspec.Struct, frozen=True):

@@ -20,7 +20,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from ..core.records import AttributeValue, SpanEvent, SpanKind, SpanLink, SpanRecord, StatusCode
-from .otlp_json import SpanDataError
+from ..errors import SpanDataError
 
 _KINDS = {
     0: SpanKind.INTERNAL,  # UNSPECIFIED is treated as INTERNAL, as the SDK does.

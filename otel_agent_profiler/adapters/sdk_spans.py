@@ -9,11 +9,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
-from opentelemetry.sdk import trace as sdk_trace
-from opentelemetry.sdk.trace import ReadableSpan, Span
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind as OtelSpanKind
 from opentelemetry.trace import StatusCode as OtelStatusCode
 
+from .._sdk_internals import (
+    ATTRIBUTES_FIELD,
+    BOUNDED_ATTRIBUTES_DICT,
+    EVENTS_FIELD,
+    LINKS_FIELD,
+    PLAIN_LAYOUT_SPAN_TYPES,
+    span_fields,
+)
 from ..core.records import Attributes, SpanEvent, SpanKind, SpanLink, SpanRecord, StatusCode
 
 _KINDS = {
@@ -48,7 +55,7 @@ def _own_attributes(bounded: Any, ended: bool) -> Attributes | None:
     ended span's attributes cannot change any more, so they are referenced; an open span's are
     copied.
     """
-    inner = getattr(bounded, "_dict", None)
+    inner = getattr(bounded, BOUNDED_ATTRIBUTES_DICT, None)
     if type(inner) is not dict:
         return None
     return cast(Attributes, inner if ended else inner.copy())
@@ -93,18 +100,12 @@ def _has_items(span: ReadableSpan, field: str) -> bool:
         return True
 
 
-# Exactly these types keep their fields in their instance dict under the names below, and their
-# properties return those fields unchanged; a subclass may override a property, so it is not here.
-# The tracer makes ``_Span``s (a private subclass of ``Span`` that adds nothing).
-_PLAIN_LAYOUT = frozenset({ReadableSpan, Span, getattr(sdk_trace, "_Span", Span)})
-
-
 def record_from_span(span: ReadableSpan, trace_id_hex: str | None = None) -> SpanRecord:
     """The span record of one SDK span (ended or not).
 
     ``trace_id_hex``, when given, is the span's trace id in hex, already formatted by the caller.
     """
-    if type(span) in _PLAIN_LAYOUT:
+    if type(span) in PLAIN_LAYOUT_SPAN_TYPES:
         try:
             return _record_from_fields(span.__dict__, trace_id_hex)
         except (KeyError, AttributeError, TypeError):
@@ -115,27 +116,26 @@ def record_from_span(span: ReadableSpan, trace_id_hex: str | None = None) -> Spa
 def _record_from_fields(state: dict[str, Any], trace_id_hex: str | None) -> SpanRecord:
     # The SDK span's fields read straight from its dict: each property read is a Python call,
     # and this runs once per exported span.
-    end = state["_end_time"]
-    bounded = state["_attributes"]
+    end, bounded, context, parent, name, start, kind, status, events, links, resource = span_fields(state)
     attributes = _own_attributes(bounded, end is not None)
     return _record(
         trace_id_hex,
-        state["_context"],
-        state["_parent"],
-        state["_name"],
-        state["_start_time"],
+        context,
+        parent,
+        name,
+        start,
         end,
-        state["_kind"],
-        state["_status"],
+        kind,
+        status,
         _attributes(bounded) if attributes is None else attributes,
-        state["_events"],
-        state["_links"],
-        state["_resource"],
+        events,
+        links,
+        resource,
     )
 
 
 def _record_from_properties(span: ReadableSpan, trace_id_hex: str | None) -> SpanRecord:
-    attributes = _own_attributes(getattr(span, "_attributes", None), span.end_time is not None)
+    attributes = _own_attributes(getattr(span, ATTRIBUTES_FIELD, None), span.end_time is not None)
     return _record(
         trace_id_hex,
         span.context,
@@ -146,8 +146,8 @@ def _record_from_properties(span: ReadableSpan, trace_id_hex: str | None) -> Spa
         span.kind,
         span.status,
         _attributes(span.attributes) if attributes is None else attributes,
-        span.events if _has_items(span, "_events") else (),
-        span.links if _has_items(span, "_links") else (),
+        span.events if _has_items(span, EVENTS_FIELD) else (),
+        span.links if _has_items(span, LINKS_FIELD) else (),
         span.resource,
     )
 

@@ -31,6 +31,7 @@ from opentelemetry.util.types import AttributeValue
 
 from .._version import __version__
 from ..core.categories import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE
+from ..errors import InternalErrorLog
 
 __all__ = [
     "CANCELLED_ATTRIBUTE",
@@ -85,7 +86,16 @@ CallIdGetter = Callable[[tuple[Any, ...], dict[str, Any]], Any]
 # (provider, tracer): the tracer is looked up again whenever the global provider changes, so a
 # TracerProvider installed after decoration (or after the first call) is used from then on.
 _tracer_cache: tuple[object, trace.Tracer] | None = None
-_failure_logged = False
+
+# Logged once per process: a broken exporter or provider would otherwise log on every call.
+_TELEMETRY_FAILURES = InternalErrorLog(
+    logger,
+    "otel_agent_profiler could not %s a span; the decorated code keeps running (further failures "
+    "are logged at DEBUG level)",
+    level=logging.WARNING,
+    repeat_level=logging.DEBUG,
+    repeat_message="otel_agent_profiler could not %s a span",
+)
 
 
 def _get_tracer() -> trace.Tracer:
@@ -100,18 +110,8 @@ def _get_tracer() -> trace.Tracer:
 
 
 def _report_failure(action: str) -> None:
-    # Logged once per process: a broken exporter or provider would otherwise log on every call.
-    global _failure_logged
-    if _failure_logged:
-        logger.debug("otel_agent_profiler could not %s a span", action, exc_info=True)
-        return
-    _failure_logged = True
-    logger.warning(
-        "otel_agent_profiler could not %s a span; the decorated code keeps running (further failures "
-        "are logged at DEBUG level)",
-        action,
-        exc_info=True,
-    )
+    # One key for every decorator and action: only the very first failure is a warning.
+    _TELEMETRY_FAILURES.report("decorator telemetry", action)
 
 
 def _start_span(name: str, attributes: Attributes) -> Span | None:

@@ -11,6 +11,8 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from .._sdk_internals import ATTRIBUTES_FIELD, BOUNDED_ATTRIBUTES_DICT
+
 
 class EnrichedSpan(ReadableSpan):
     """A copy of an ended span with extra attributes; everything else is the original's."""
@@ -41,16 +43,16 @@ class EnrichedSpan(ReadableSpan):
         without the SDK's usual layout takes the constructor.
         """
         state = getattr(original, "__dict__", None)
-        bounded = getattr(original, "_attributes", None)
-        inner = getattr(bounded, "_dict", None)
-        if state is None or type(inner) is not dict or "_attributes" not in state:
+        bounded = getattr(original, ATTRIBUTES_FIELD, None)
+        inner = getattr(bounded, BOUNDED_ATTRIBUTES_DICT, None)
+        if state is None or type(inner) is not dict or ATTRIBUTES_FIELD not in state:
             return cls(original, extra)
         span = object.__new__(cls)
         # Field by field rather than through ``__dict__``: CPython then keeps the values inline
         # in the object, with no separate dict for the garbage collector to track and free.
         for name, value in state.items():
             setattr(span, name, value)
-        span._attributes = {**extra, **inner}  # originals win: they are never changed
+        setattr(span, ATTRIBUTES_FIELD, {**extra, **inner})  # originals win: they are never changed
         # Events and links are the original's bounded lists, which keep their own dropped counts.
         span._dropped = (original.dropped_attributes, -1, -1)
         return span

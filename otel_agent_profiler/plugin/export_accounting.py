@@ -13,13 +13,15 @@ from collections.abc import Sequence
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from .._sdk_internals import exporter_endpoint
+
 _logger = logging.getLogger("otel_agent_profiler")
 
 
 def describe_exporter(exporter: SpanExporter) -> str:
-    endpoint = getattr(exporter, "_endpoint", None)
+    endpoint = exporter_endpoint(exporter)
     name = type(exporter).__name__
-    return f"{name} ({endpoint})" if isinstance(endpoint, str) and endpoint else name
+    return f"{name} ({endpoint})" if endpoint else name
 
 
 class AccountingSpanExporter(SpanExporter):

@@ -26,10 +26,10 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.environment_variables import OTEL_METRICS_EXPORTER, OTEL_TRACES_EXPORTER
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
+from .._sdk_internals import SdkConfigurator, configure_sdk, replace_span_processors, span_processors
 from ..errors import report_internal_error
 from .config import enabled_in_environment
 from .export_accounting import AccountingSpanExporter
@@ -43,8 +43,7 @@ EXPORTING_PROCESSORS: tuple[type[SpanProcessor], ...] = (BatchSpanProcessor, Sim
 
 def find_profiler(provider: TracerProvider) -> AgentProfilerSpanProcessor | None:
     """The profiler already wired into ``provider``, if any."""
-    processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", ())
-    for processor in processors:
+    for processor in span_processors(provider):
         if isinstance(processor, AgentProfilerSpanProcessor):
             return processor
     return None
@@ -109,23 +108,19 @@ def _flush_at_exit(ref: weakref.ref[AgentProfilerSpanProcessor]) -> None:
 
 
 def _put_in_front_of_exporters(provider: TracerProvider, profiler: AgentProfilerSpanProcessor) -> None:
-    multi = getattr(provider, "_active_span_processor", None)
-    current = getattr(multi, "_span_processors", None)
-    lock = getattr(multi, "_lock", None)
-    if not isinstance(current, tuple) or lock is None:
+    def profiler_in_front(current: tuple[SpanProcessor, ...]) -> tuple[SpanProcessor, ...]:
+        exporting = [p for p in current if isinstance(p, EXPORTING_PROCESSORS)]
+        others = tuple(p for p in current if not isinstance(p, EXPORTING_PROCESSORS))
+        for processor in exporting:
+            profiler.add_downstream(processor)
+        return (*others, profiler)
+
+    if not replace_span_processors(provider, profiler_in_front):
         _logger.warning(
             "otel-agent-profiler: cannot put the profiler in front of this provider's exporters; "
             "profiling without adding attributes to exported spans"
         )
         provider.add_span_processor(profiler)
-        return
-    with lock:
-        current = multi._span_processors  # type: ignore[union-attr]
-        exporting = [p for p in current if isinstance(p, EXPORTING_PROCESSORS)]
-        others = tuple(p for p in current if not isinstance(p, EXPORTING_PROCESSORS))
-        for processor in exporting:
-            profiler.add_downstream(processor)
-        multi._span_processors = (*others, profiler)  # type: ignore[union-attr]
 
 
 class _ExportingViaProfiler(SpanProcessor):
@@ -148,7 +143,7 @@ class _ExportingViaProfiler(SpanProcessor):
         return True
 
 
-class AgentProfilerConfigurator(_OTelSDKConfigurator):
+class AgentProfilerConfigurator(SdkConfigurator):
     """The ``opentelemetry_configurator`` entry point: the SDK's setup, with the profiler.
 
     Traces and metrics default to the OTLP exporters (as if ``OTEL_TRACES_EXPORTER`` and
@@ -157,7 +152,7 @@ class AgentProfilerConfigurator(_OTelSDKConfigurator):
 
     def _configure(self, **kwargs: Any) -> None:
         if not enabled_in_environment():
-            super()._configure(**kwargs)  # type: ignore[no-untyped-call]
+            configure_sdk(self, **kwargs)
             return
         os.environ.setdefault(OTEL_TRACES_EXPORTER, "otlp")
         os.environ.setdefault(OTEL_METRICS_EXPORTER, "otlp")
@@ -165,7 +160,7 @@ class AgentProfilerConfigurator(_OTelSDKConfigurator):
             profiler = AgentProfilerSpanProcessor()
         except Exception:
             report_internal_error("configurator")
-            super()._configure(**kwargs)  # type: ignore[no-untyped-call]
+            configure_sdk(self, **kwargs)
             return
         make_exporting: Callable[[SpanExporter], SpanProcessor] = kwargs.get("export_span_processor") or (
             BatchSpanProcessor
@@ -177,7 +172,7 @@ class AgentProfilerConfigurator(_OTelSDKConfigurator):
 
         kwargs["span_processors"] = [*(kwargs.get("span_processors") or ()), profiler]
         kwargs["export_span_processor"] = export_via_profiler
-        super()._configure(**kwargs)  # type: ignore[no-untyped-call]
+        configure_sdk(self, **kwargs)
         _flush_before_providers_shut_down(profiler)
 
 

@@ -23,12 +23,19 @@ from ..core import profile_trace, trace_to_dict
 from ..core.categories import CATEGORIES
 from ..core.profile import TraceProfile
 from ..core.records import SpanRecord
+from ..errors import InternalErrorLog
 from ..live.profile_metrics import ProfileMetrics
 from .assembler import LATE, SPAN_CAP, TRACE_CAP, PendingTrace, TraceAssembler
 from .forwarder import Forwarder
 from .spans import HeldSpan, Origin, build_request, enrich, held_spans_of
 
 logger = logging.getLogger(__name__)
+
+# The service keeps running past its own bugs; each one is logged, not just the first.
+_PROFILING_ERRORS = InternalErrorLog(
+    logger, "profiling trace %s failed; its spans are forwarded unprofiled", repeat_level=logging.ERROR
+)
+_METRICS_ERRORS = InternalErrorLog(logger, "recording the profile metrics failed", repeat_level=logging.ERROR)
 
 _OUTCOMES = {LATE: "unprofiled_late", TRACE_CAP: "unprofiled_trace_cap", SPAN_CAP: "unprofiled_span_cap"}
 _NS_PER_MS = 1e6
@@ -163,7 +170,7 @@ class Pipeline:
             profile = profile_trace(records)
             out = enrich(pending.items, profile, complete=complete)
         except Exception:
-            logger.exception("profiling trace %s failed; its spans are forwarded unprofiled", pending.trace_id)
+            _PROFILING_ERRORS.report("serve profiling", pending.trace_id)
             unprofiled = [(item.origin, item.span) for item in pending.items]
             if sink is None:
                 self._forward(unprofiled)
@@ -185,7 +192,7 @@ class Pipeline:
                 self.metrics.count_spans("profiled", len(pending.items))
                 self.metrics.count_trace("complete" if complete else "flushed")
             except Exception:
-                logger.exception("recording the profile metrics failed")
+                _METRICS_ERRORS.report("serve metrics")
         if sink is None:
             self._forward(out)
         else:

@@ -15,10 +15,10 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from ..adapters.otlp_json import SpanDataError
 from ..adapters.otlp_proto import check_span, record_of, resource_attributes, set_any_value
 from ..core.profile import TraceProfile
 from ..core.records import AttributeValue, SpanRecord
+from ..errors import SpanDataError
 from ..live.enrichment import span_attributes, trace_attributes
 
 
