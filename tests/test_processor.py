@@ -41,7 +41,7 @@ from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import TraceProfile, profile_records
 from otel_agent_profiler.live import attributes as attr
 from otel_agent_profiler.live.profile_metrics import ProfileMetrics
-from otel_agent_profiler.live.trace_buffer import TraceBuffer
+from otel_agent_profiler.live.trace_assembly import TraceBuffer
 from otel_agent_profiler.plugin import processor as processor_module
 from otel_agent_profiler.plugin.config import _OPTIONS
 from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor

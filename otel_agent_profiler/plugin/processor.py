@@ -35,7 +35,7 @@ from ..core.records import SpanRecord
 from ..errors import report_internal_error
 from ..live.enrichment import span_attributes, trace_attributes
 from ..live.profile_metrics import ProfileMetrics
-from ..live.trace_buffer import Passthrough, TraceBuffer, TraceState
+from ..live.trace_assembly import Passthrough, TraceBuffer, TraceState
 from ..report.console import write_console_report
 from .config import ProfilerConfig, resolve_config
 from .enriched_span import EnrichedSpan

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from otel_agent_profiler import errors as _internal_errors
-from otel_agent_profiler.live.trace_buffer import EVICTED, LATE, OVERSIZED, Passthrough, TraceBuffer, TraceState
+from otel_agent_profiler.live.trace_assembly import EVICTED, LATE, OVERSIZED, Passthrough, TraceBuffer, TraceState
 
 
 @pytest.fixture(autouse=True)
