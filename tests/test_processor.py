@@ -41,7 +41,7 @@ from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import TraceProfile, profile_records
 from otel_agent_profiler.live import attributes as attr
 from otel_agent_profiler.live.profile_metrics import ProfileMetrics
-from otel_agent_profiler.live.trace_assembly import TraceBuffer
+from otel_agent_profiler.live.trace_assembly import TraceAssembly
 from otel_agent_profiler.plugin import processor as processor_module
 from otel_agent_profiler.plugin.config import _OPTIONS
 from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
@@ -865,8 +865,8 @@ def test_failing_buffer_still_exports_every_span(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("buffer exploded")
 
-    monkeypatch.setattr(TraceBuffer, "span_started", broken)
-    monkeypatch.setattr(TraceBuffer, "span_ended", broken)
+    monkeypatch.setattr(TraceAssembly, "span_started", broken)
+    monkeypatch.setattr(TraceAssembly, "span_ended", broken)
     rig = make_rig()
     with caplog.at_level(logging.ERROR):
         agent_trace(rig.tracer)

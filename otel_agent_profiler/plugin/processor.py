@@ -35,7 +35,15 @@ from ..core.records import SpanRecord
 from ..errors import report_internal_error
 from ..live.enrichment import span_attributes, trace_attributes
 from ..live.profile_metrics import ProfileMetrics
-from ..live.trace_assembly import Passthrough, TraceBuffer, TraceState
+from ..live.trace_assembly import (
+    ERROR,
+    EVICT_OLDEST,
+    FLUSH_TIMEOUT,
+    RELEASE_TRACE,
+    Passthrough,
+    TraceAssembly,
+    TraceState,
+)
 from ..report.console import write_console_report
 from .config import ProfilerConfig, resolve_config
 from .enriched_span import EnrichedSpan
@@ -102,7 +110,15 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             os.register_at_fork(after_in_child=_reinit_after_fork(weakref.ref(self)))
 
     def _init_runtime_state(self) -> None:
-        self._buffer: TraceBuffer[ReadableSpan] = TraceBuffer(self.config.max_traces, self.config.max_spans_per_trace)
+        self._buffer: TraceAssembly[ReadableSpan] = TraceAssembly(
+            self.config.max_traces,
+            self.config.max_spans_per_trace,
+            idle_timeout_s=self.config.trace_timeout_s,
+            complete_at_local_root=True,
+            # The newest traces are the ones the application is running: the oldest make room.
+            at_trace_cap=EVICT_OLDEST,
+            at_span_cap=RELEASE_TRACE,
+        )
         self._wake = threading.Event()
         self._stopping = False
         self._process_lock = threading.Lock()
@@ -191,9 +207,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 self._worker.start()
 
     def _run(self) -> None:
-        timeout_s = self.config.trace_timeout_s
         while not self._stopping:
-            expiry = self._buffer.next_expiry(timeout_s)
+            expiry = self._buffer.next_expiry()
             wait = 1.0 if expiry is None else min(1.0, max(0.01, expiry - time.monotonic()))
             self._wake.wait(wait)
             self._wake.clear()
@@ -202,7 +217,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             try:
                 with self._process_lock:
                     self._process(self._buffer.take_ready(), complete=True)
-                    self._process(self._buffer.take_expired(timeout_s), complete=False, outcome="timed_out")
+                    self._process(self._buffer.take_expired(), complete=False, outcome="timed_out")
                     self._report_sampled_out()
             except Exception:
                 report_internal_error("worker")
@@ -220,7 +235,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             profile = profile_trace(records, self._classifier, self.config.prices)
         except Exception:
             report_internal_error("profiling")
-            self._export_unprofiled(Passthrough("unprofiled_error", spans))
+            self._export_unprofiled(Passthrough(ERROR, spans))
             return
         exported: Sequence[ReadableSpan] = spans
         if self.config.enrich_spans:
@@ -332,7 +347,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 if time.monotonic() >= deadline:
                     on_time = False
                     for late_state, _, _ in work[index:]:
-                        self._export_unprofiled(Passthrough("unprofiled_flush_timeout", late_state.spans))
+                        self._export_unprofiled(Passthrough(FLUSH_TIMEOUT, late_state.spans))
                     break
                 self._profile_and_export(state, complete, outcome)
             self._report_sampled_out()
