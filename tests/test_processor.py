@@ -30,7 +30,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import Sampler, TraceIdRatioBased
@@ -40,7 +40,7 @@ from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import TraceProfile, profile_records
 from otel_agent_profiler.live import attributes as attr
 from otel_agent_profiler.live.profile_metrics import ProfileMetrics
-from otel_agent_profiler.live.trace_buffer import TraceBuffer
+from otel_agent_profiler.live.trace_assembly import TraceAssembly
 from otel_agent_profiler.plugin import processor as processor_module
 from otel_agent_profiler.plugin.config import _OPTIONS
 from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
@@ -509,11 +509,11 @@ def test_trace_cap_exports_the_oldest_trace_unprofiled(make_rig: Callable[..., R
     root_b = rig.tracer.start_span("b root", start_time=T0 + 3 * MS)
     assert rig.exported() == []
     root_c = rig.tracer.start_span("c root", start_time=T0 + 4 * MS)  # third trace: a is pushed out
-    exported = rig.exported()
+    exported = rig.wait_for_exported(1)  # by the worker, off the application's thread
     assert [s.name for s in exported] == ["a child"]
     assert not profile_keys(exported[0])
-    root_a.end(end_time=T0 + 10 * MS)  # later spans of a go straight out, unprofiled
-    assert [s.name for s in rig.exported()] == ["a child", "a root"]
+    root_a.end(end_time=T0 + 10 * MS)  # later spans of a follow it out, unprofiled
+    assert [s.name for s in rig.wait_for_exported(2)] == ["a child", "a root"]
     assert not profile_keys(rig.exported()[1])
     root_b.end(end_time=T0 + 11 * MS)
     root_c.end(end_time=T0 + 12 * MS)
@@ -522,6 +522,46 @@ def test_trace_cap_exports_the_oldest_trace_unprofiled(make_rig: Callable[..., R
     assert len(rig.exported()) == 4
     assert is_enriched(by_name["b root"]) and is_enriched(by_name["c root"])
     assert rig.outcomes() == {"unprofiled_trace_cap": 2, "profiled": 2}
+
+
+class SlowExporter(InMemorySpanExporter):
+    """A real exporter whose every export takes ``delay_s`` (a slow network)."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        time.sleep(self.delay_s)
+        return super().export(spans)
+
+
+@pytest.mark.parametrize("cap", ["trace", "span"])
+def test_spans_a_cap_pushes_out_are_exported_off_the_applications_thread(
+    make_rig: Callable[..., Rig], cap: str
+) -> None:
+    # A SimpleSpanProcessor exports on the calling thread: called from the app's thread, a
+    # pushed-out trace would hold the application up for the whole slow export.
+    slow = SlowExporter(delay_s=0.5)
+    rig = make_rig(downstream=[SimpleSpanProcessor(slow)], max_traces=1, max_spans_per_trace=2)
+    first = rig.tracer.start_span("first root", start_time=T0)
+    for i in range(2):
+        rig.tracer.start_span(f"first child {i}", context=ctx_of(first), start_time=T0 + MS).end(end_time=T0 + 2 * MS)
+    started = time.monotonic()
+    if cap == "trace":
+        second = rig.tracer.start_span("second root", start_time=T0 + 3 * MS)  # the first trace is evicted
+    else:
+        first.end(end_time=T0 + 4 * MS)  # its third span: the whole trace is released
+    assert time.monotonic() - started < 0.25
+    rig.flush()
+    names = {s.name for s in slow.get_finished_spans()}
+    assert {"first child 0", "first child 1"} <= names
+    if cap == "trace":
+        second.end(end_time=T0 + 5 * MS)
+        first.end(end_time=T0 + 6 * MS)
+    rig.flush()
+    assert count_ids(slow.get_finished_spans()) == count_ids(rig.originals.get_finished_spans())
+    assert count_ids(rig.exported()) == count_ids(rig.originals.get_finished_spans())
 
 
 def test_span_cap_exports_the_whole_trace_unprofiled(make_rig: Callable[..., Rig]) -> None:
@@ -855,8 +895,8 @@ def test_failing_buffer_still_exports_every_span(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("buffer exploded")
 
-    monkeypatch.setattr(TraceBuffer, "span_started", broken)
-    monkeypatch.setattr(TraceBuffer, "span_ended", broken)
+    monkeypatch.setattr(TraceAssembly, "span_started", broken)
+    monkeypatch.setattr(TraceAssembly, "span_ended", broken)
     rig = make_rig()
     with caplog.at_level(logging.ERROR):
         agent_trace(rig.tracer)

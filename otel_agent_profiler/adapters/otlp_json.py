@@ -11,18 +11,11 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.records import AttributeValue, SpanEvent, SpanKind, SpanLink, SpanRecord, StatusCode
+from ..core.records import AttributeValue, SpanKind, SpanRecord, StatusCode
 from ..errors import BadIdError, SpanDataError
 from .ids import KnownIds, normalize_id, normalize_parent_id
+from .otlp_records import KINDS_BY_NUMBER, STATUS_BY_NUMBER, EventFields, LinkFields, span_record
 
-_KINDS_BY_NUMBER = {
-    0: SpanKind.INTERNAL,  # UNSPECIFIED is treated as INTERNAL, as the SDK does.
-    1: SpanKind.INTERNAL,
-    2: SpanKind.SERVER,
-    3: SpanKind.CLIENT,
-    4: SpanKind.PRODUCER,
-    5: SpanKind.CONSUMER,
-}
 _KINDS_BY_NAME = {
     "SPAN_KIND_UNSPECIFIED": SpanKind.INTERNAL,
     "SPAN_KIND_INTERNAL": SpanKind.INTERNAL,
@@ -31,7 +24,6 @@ _KINDS_BY_NAME = {
     "SPAN_KIND_PRODUCER": SpanKind.PRODUCER,
     "SPAN_KIND_CONSUMER": SpanKind.CONSUMER,
 }
-_STATUS_BY_NUMBER = {0: StatusCode.UNSET, 1: StatusCode.OK, 2: StatusCode.ERROR}
 _STATUS_BY_NAME = {
     "STATUS_CODE_UNSET": StatusCode.UNSET,
     "STATUS_CODE_OK": StatusCode.OK,
@@ -77,7 +69,7 @@ def kind_of(raw: Any) -> SpanKind:
     """A span kind from its OTLP number or enum name."""
     if raw is None:
         return SpanKind.INTERNAL
-    kind = _KINDS_BY_NUMBER.get(raw) if isinstance(raw, int) else _KINDS_BY_NAME.get(raw)
+    kind = KINDS_BY_NUMBER.get(raw) if isinstance(raw, int) else _KINDS_BY_NAME.get(raw)
     if kind is None:
         raise SpanDataError(f"unknown span kind {raw!r}")
     return kind
@@ -85,7 +77,7 @@ def kind_of(raw: Any) -> SpanKind:
 
 def status_of(code: Any, message: Any) -> tuple[StatusCode, str]:
     """A status code from its OTLP number or enum name, and its message."""
-    status = _STATUS_BY_NUMBER.get(code) if isinstance(code, int) else _STATUS_BY_NAME.get(code)
+    status = STATUS_BY_NUMBER.get(code) if isinstance(code, int) else _STATUS_BY_NAME.get(code)
     if status is None:
         raise SpanDataError(f"unknown status code {code!r}")
     return status, message or ""
@@ -121,47 +113,31 @@ def _span_record(span: Mapping[str, Any], resource: dict[str, AttributeValue], k
             f"startTimeUnixNano/endTimeUnixNano must be integers of nanoseconds, got "
             f"{span.get('startTimeUnixNano')!r}/{span.get('endTimeUnixNano')!r}"
         ) from None
-    status, message = _status_of(span.get("status"))
+    status = _status_of(span.get("status"))
     raw_events = span.get("events")
-    events: tuple[SpanEvent, ...] = ()
+    # Decoded here rather than in span_record, so that a bad value is reported as this span's problem.
+    events: list[EventFields] = []
     if raw_events:
         try:
-            events = tuple(
-                SpanEvent(
-                    event.get("name", ""), int(event.get("timeUnixNano") or 0), attributes_of(event.get("attributes"))
-                )
-                for event in raw_events
-            )
+            for event in raw_events:
+                time_ns = int(event.get("timeUnixNano") or 0)
+                events.append((event.get("name", ""), time_ns, attributes_of(event.get("attributes"))))
         except (TypeError, ValueError):
             raise SpanDataError("an event's timeUnixNano is not an integer of nanoseconds") from None
     raw_links = span.get("links")
-    links: tuple[SpanLink, ...] = ()
+    links: list[LinkFields] = []
     if raw_links:
         try:
-            links = tuple(
-                SpanLink(
-                    normalize_id(link.get("traceId"), 16, "link traceId"),
-                    normalize_id(link.get("spanId"), 8, "link spanId"),
-                    attributes_of(link.get("attributes")),
-                )
-                for link in raw_links
-            )
+            for link in raw_links:
+                linked_trace = normalize_id(link.get("traceId"), 16, "link traceId")
+                linked_span = normalize_id(link.get("spanId"), 8, "link spanId")
+                links.append((linked_trace, linked_span, attributes_of(link.get("attributes"))))
         except BadIdError as exc:
             raise SpanDataError(str(exc)) from None
-    return SpanRecord(
-        trace_id,
-        span_id,
-        parent,
-        span.get("name", ""),
-        start,
-        end,
-        kind_of(span.get("kind")),
-        status,
-        message,
-        attributes_of(span.get("attributes")),
-        events,
-        links,
-        resource,
+    kind = kind_of(span.get("kind"))
+    attributes = attributes_of(span.get("attributes"))
+    return span_record(
+        (trace_id, span_id, parent), span.get("name", ""), start, end, kind, status, attributes, resource, events, links
     )
 
 

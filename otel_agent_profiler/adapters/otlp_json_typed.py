@@ -12,10 +12,11 @@ import base64
 
 import msgspec
 
-from ..core.records import AttributeValue, SpanEvent, SpanLink, SpanRecord
+from ..core.records import AttributeValue, SpanRecord
 from ..errors import BadIdError, SpanDataError
 from .ids import KnownIds, normalize_id, normalize_parent_id
 from .otlp_json import kind_of, status_of
+from .otlp_records import LinkFields, span_record
 
 
 class ArrayValue(msgspec.Struct, frozen=True):
@@ -132,38 +133,23 @@ def _record(span: Span, resource: dict[str, AttributeValue], known: KnownIds) ->
     parent = (known.spans.get(raw_parent) or normalize_parent_id(raw_parent)) if raw_parent else None
     end = int(span.endTimeUnixNano) if span.endTimeUnixNano else None
     status = span.status
-    if status is None:
-        status_code, message = status_of(0, "")
-    else:
-        status_code, message = status_of(status.code, status.message)
-    events: tuple[SpanEvent, ...] = ()
-    if span.events:
-        events = tuple(SpanEvent(e.name, int(e.timeUnixNano), _attributes(e.attributes)) for e in span.events)
-    links: tuple[SpanLink, ...] = ()
-    if span.links:
-        links = tuple(
-            SpanLink(
-                normalize_id(link.traceId, 16, "link traceId"),
-                normalize_id(link.spanId, 8, "link spanId"),
-                _attributes(link.attributes),
-            )
-            for link in span.links
-        )
-    return SpanRecord(
-        trace_id,
-        span_id,
-        parent,
+    return span_record(
+        (trace_id, span_id, parent),
         span.name,
         int(span.startTimeUnixNano),
-        end or None,
+        end,
         kind_of(span.kind),
-        status_code,
-        message,
+        status_of(0, "") if status is None else status_of(status.code, status.message),
         _attributes(span.attributes),
-        events,
-        links,
         resource,
+        ((e.name, int(e.timeUnixNano), _attributes(e.attributes)) for e in span.events) if span.events else (),
+        map(_link_fields, span.links) if span.links else (),
     )
+
+
+def _link_fields(link: Link) -> LinkFields:
+    trace_id = normalize_id(link.traceId, 16, "link traceId")
+    return trace_id, normalize_id(link.spanId, 8, "link spanId"), _attributes(link.attributes)
 
 
 def records_from_typed(data: TracesData) -> list[SpanRecord]:

@@ -19,18 +19,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from ..core.records import AttributeValue, SpanEvent, SpanKind, SpanLink, SpanRecord, StatusCode
+from ..core.records import AttributeValue, SpanRecord
 from ..errors import SpanDataError
+from .otlp_records import LinkFields, kind_from_number, span_record, status_from_number
 
-_KINDS = {
-    0: SpanKind.INTERNAL,  # UNSPECIFIED is treated as INTERNAL, as the SDK does.
-    1: SpanKind.INTERNAL,
-    2: SpanKind.SERVER,
-    3: SpanKind.CLIENT,
-    4: SpanKind.PRODUCER,
-    5: SpanKind.CONSUMER,
-}
-_STATUSES = {0: StatusCode.UNSET, 1: StatusCode.OK, 2: StatusCode.ERROR}
 _NO_SPAN = b"\x00" * 8
 
 
@@ -86,11 +78,8 @@ def check_span(span: Span) -> str:
     parent = span.parent_span_id
     if parent and parent != _NO_SPAN:
         _id(parent, 8, "parent_span_id")
-    if span.kind not in _KINDS:
-        raise SpanDataError(f"unknown span kind {span.kind}")
-    code = span.status.code
-    if code not in _STATUSES:
-        raise SpanDataError(f"unknown status code {code}")
+    kind_from_number(span.kind)
+    status_from_number(span.status.code)
     for link in span.links:
         _id(link.trace_id, 16, "link trace_id")
         _id(link.span_id, 8, "link span_id")
@@ -104,37 +93,25 @@ def record_of(span: Span, resource: dict[str, AttributeValue]) -> SpanRecord:
     parent: str | None = None
     if span.parent_span_id and span.parent_span_id != _NO_SPAN:
         parent = _id(span.parent_span_id, 8, "parent_span_id")
-    kind = _KINDS.get(span.kind)
-    if kind is None:
-        raise SpanDataError(f"unknown span kind {span.kind}")
-    status = _STATUSES.get(span.status.code)
-    if status is None:
-        raise SpanDataError(f"unknown status code {span.status.code}")
-    events = tuple(SpanEvent(e.name, e.time_unix_nano, attributes_of(e.attributes)) for e in span.events)
-    links = tuple(
-        SpanLink(
-            _id(link.trace_id, 16, "link trace_id"),
-            _id(link.span_id, 8, "link span_id"),
-            attributes_of(link.attributes),
-        )
-        for link in span.links
-    )
-    return SpanRecord(
-        trace_id,
-        span_id,
-        parent,
+    kind = kind_from_number(span.kind)
+    status = (status_from_number(span.status.code), span.status.message)
+    return span_record(
+        (trace_id, span_id, parent),
         span.name,
         span.start_time_unix_nano,
-        # An end of 0 is how exporters write a span that never ended.
-        span.end_time_unix_nano or None,
+        span.end_time_unix_nano,
         kind,
         status,
-        span.status.message,
         attributes_of(span.attributes),
-        events,
-        links,
         resource,
+        ((e.name, e.time_unix_nano, attributes_of(e.attributes)) for e in span.events) if span.events else (),
+        map(_link_fields, span.links) if span.links else (),
     )
+
+
+def _link_fields(link: Span.Link) -> LinkFields:
+    trace_id = _id(link.trace_id, 16, "link trace_id")
+    return trace_id, _id(link.span_id, 8, "link span_id"), attributes_of(link.attributes)
 
 
 def iter_spans(request: ExportTraceServiceRequest) -> Iterator[tuple[ResourceSpans, ScopeSpans, Span]]:

@@ -5,8 +5,10 @@ does O(1) work per span: note a span opened, or hold an ended one. When a trace 
 (its local root ended and none of its spans is open) a daemon worker profiles it with the
 analysis core, hands enriched copies of its spans to the downstream processors and records
 the profile metrics. A trace that does not complete within the timeout is profiled with the
-spans that ended; its later spans, and any spans a memory cap pushes out, are exported
-unprofiled. No span is ever dropped by the profiler, and nothing it does raises into the app.
+spans that ended; its later spans are exported unprofiled. Spans a memory cap pushes out are
+exported unprofiled too, by the worker: a whole trace handed to a slow exporter must not hold
+up the application's thread. No span is ever dropped by the profiler, and nothing it does raises
+into the app.
 """
 
 from __future__ import annotations
@@ -35,7 +37,16 @@ from ..core.records import SpanRecord
 from ..errors import report_internal_error
 from ..live.enrichment import span_attributes, trace_attributes
 from ..live.profile_metrics import ProfileMetrics
-from ..live.trace_buffer import Passthrough, TraceBuffer, TraceState
+from ..live.trace_assembly import (
+    ERROR,
+    EVICT_OLDEST,
+    FLUSH_TIMEOUT,
+    LATE,
+    RELEASE_TRACE,
+    Passthrough,
+    TraceAssembly,
+    TraceState,
+)
 from ..report.console import write_console_report
 from .config import ProfilerConfig, resolve_config
 from .enriched_span import EnrichedSpan
@@ -102,7 +113,17 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             os.register_at_fork(after_in_child=_reinit_after_fork(weakref.ref(self)))
 
     def _init_runtime_state(self) -> None:
-        self._buffer: TraceBuffer[ReadableSpan] = TraceBuffer(self.config.max_traces, self.config.max_spans_per_trace)
+        self._buffer: TraceAssembly[ReadableSpan] = TraceAssembly(
+            self.config.max_traces,
+            self.config.max_spans_per_trace,
+            idle_timeout_s=self.config.trace_timeout_s,
+            complete_at_local_root=True,
+            # The newest traces are the ones the application is running: the oldest make room.
+            at_trace_cap=EVICT_OLDEST,
+            at_span_cap=RELEASE_TRACE,
+        )
+        # Spans a cap pushed out, for the worker to export. Bounded by construction: they were held.
+        self._pushed_out: deque[Passthrough[ReadableSpan]] = deque()
         self._wake = threading.Event()
         self._stopping = False
         self._process_lock = threading.Lock()
@@ -148,7 +169,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 return
             evicted = self._buffer.span_started(context.trace_id, context.span_id)
             if evicted is not None:
-                self._export_unprofiled(evicted)
+                self._hand_to_worker(evicted)
         except Exception:
             report_internal_error("on_start")
 
@@ -172,13 +193,28 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._export((span,))
             return
         for group in passthrough:
-            self._export_unprofiled(group)
+            # A late span goes out at once, as it would without the profiler; what a cap pushed
+            # out (a whole trace, or a later span of one, kept in order behind it) goes via the worker.
+            if group.reason == LATE:
+                self._export_unprofiled(group)
+            else:
+                self._hand_to_worker(group)
         if ready:
             self._ensure_worker()
             # Setting an event takes its lock and notifies; when it is already set the worker has
             # yet to clear it, and it takes every ready trace after clearing, this one included.
             if not self._wake.is_set():
                 self._wake.set()
+
+    def _hand_to_worker(self, group: Passthrough[ReadableSpan]) -> None:
+        self._pushed_out.append(group)
+        if self._stopping:
+            # Shutdown may have drained the queue already: nobody else will export these.
+            self._export_pushed_out()
+            return
+        self._ensure_worker()
+        if not self._wake.is_set():
+            self._wake.set()
 
     # -- the worker ------------------------------------------------------------------------
 
@@ -191,9 +227,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 self._worker.start()
 
     def _run(self) -> None:
-        timeout_s = self.config.trace_timeout_s
         while not self._stopping:
-            expiry = self._buffer.next_expiry(timeout_s)
+            expiry = self._buffer.next_expiry()
             wait = 1.0 if expiry is None else min(1.0, max(0.01, expiry - time.monotonic()))
             self._wake.wait(wait)
             self._wake.clear()
@@ -201,8 +236,9 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 break
             try:
                 with self._process_lock:
+                    self._export_pushed_out()
                     self._process(self._buffer.take_ready(), complete=True)
-                    self._process(self._buffer.take_expired(timeout_s), complete=False, outcome="timed_out")
+                    self._process(self._buffer.take_expired(), complete=False, outcome="timed_out")
                     self._report_sampled_out()
             except Exception:
                 report_internal_error("worker")
@@ -220,7 +256,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             profile = profile_trace(records, self._classifier, self.config.prices)
         except Exception:
             report_internal_error("profiling")
-            self._export_unprofiled(Passthrough("unprofiled_error", spans))
+            self._export_unprofiled(Passthrough(ERROR, spans))
             return
         exported: Sequence[ReadableSpan] = spans
         if self.config.enrich_spans:
@@ -311,6 +347,16 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             except Exception:
                 report_internal_error("metrics")
 
+    def _export_pushed_out(self) -> None:
+        # popleft is atomic: a group is exported once even if the worker, a flush and an app
+        # thread at shutdown drain the queue at the same time.
+        while True:
+            try:
+                group = self._pushed_out.popleft()
+            except IndexError:
+                return
+            self._export_unprofiled(group)
+
     # -- flush and shutdown ---------------------------------------------------------------
 
     def _drain_all(self, deadline: float) -> bool:
@@ -323,6 +369,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             return False
         on_time = True
         try:
+            # What a cap pushed out is older than anything still held.
+            self._export_pushed_out()
             ready, incomplete = self._buffer.take_all()
             # Flush and shutdown promise that every ended span is exported, so a trace still
             # running is profiled with what it has; its later spans will be exported unprofiled.
@@ -332,7 +380,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 if time.monotonic() >= deadline:
                     on_time = False
                     for late_state, _, _ in work[index:]:
-                        self._export_unprofiled(Passthrough("unprofiled_flush_timeout", late_state.spans))
+                        self._export_unprofiled(Passthrough(FLUSH_TIMEOUT, late_state.spans))
                     break
                 self._profile_and_export(state, complete, outcome)
             self._report_sampled_out()

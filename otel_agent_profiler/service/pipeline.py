@@ -1,6 +1,6 @@
 """The state behind the receivers: assemble, profile, enrich, forward, and count.
 
-``Pipeline.receive`` is called by both receivers with a decoded request. Spans the assembler
+``Pipeline.receive`` is called by both receivers with a decoded request. Spans the trace assembly
 holds are profiled by a worker thread once their trace goes quiet; the others (late, over a
 cap, unusable) are forwarded at once, unprofiled. When the upstream has been failing and the
 held data reached its cap, ``receive`` raises ``Overloaded`` instead of taking data it would
@@ -25,7 +25,7 @@ from ..core.profile import TraceProfile
 from ..core.records import SpanRecord
 from ..errors import InternalErrorLog
 from ..live.profile_metrics import ProfileMetrics
-from .assembler import LATE, SPAN_CAP, TRACE_CAP, PendingTrace, TraceAssembler
+from ..live.trace_assembly import ERROR, REFUSE_NEW, REFUSE_SPAN, TraceAssembly, TraceState
 from .forwarder import Forwarder
 from .spans import HeldSpan, Origin, build_request, enrich, held_spans_of
 
@@ -37,7 +37,8 @@ _PROFILING_ERRORS = InternalErrorLog(
 )
 _METRICS_ERRORS = InternalErrorLog(logger, "recording the profile metrics failed", repeat_level=logging.ERROR)
 
-_OUTCOMES = {LATE: "unprofiled_late", TRACE_CAP: "unprofiled_trace_cap", SPAN_CAP: "unprofiled_span_cap"}
+#: How many released trace ids are remembered to recognise late spans.
+REMEMBERED_TRACES = 100_000
 _NS_PER_MS = 1e6
 #: Traces that go quiet together are forwarded together, in requests of about this many spans.
 FORWARD_BATCH_SPANS = 1000
@@ -78,9 +79,19 @@ class Pipeline:
         self.config = config
         self.forwarder = forwarder
         self.metrics = metrics
-        self._assembler: TraceAssembler[HeldSpan] = TraceAssembler(
-            config.quiet_period_s, config.max_traces, config.max_spans_per_trace, clock
+        # Spans arrive ended, from many services, in any order: a trace is complete once it has
+        # gone quiet. At a cap the span is refused (forwarded unprofiled): held data stays whole.
+        self._assembler: TraceAssembly[HeldSpan] = TraceAssembly(
+            config.max_traces,
+            config.max_spans_per_trace,
+            idle_timeout_s=config.quiet_period_s,
+            complete_at_local_root=False,
+            at_trace_cap=REFUSE_NEW,
+            at_span_cap=REFUSE_SPAN,
+            remembered_traces=REMEMBERED_TRACES,
+            clock=clock,
         )
+        self._clock = clock
         self._lock = threading.Condition()
         self._profiles: OrderedDict[str, TraceProfile] = OrderedDict()
         self.counts = Counts()
@@ -123,13 +134,11 @@ class Pipeline:
                 if trace_id is None:
                     self.counts.invalid += 1
                     passthrough.append(item)
-                    outcomes["unprofiled_error"] = outcomes.get("unprofiled_error", 0) + 1
+                    outcomes[ERROR] = outcomes.get(ERROR, 0) + 1
                     continue
-                reason = self._assembler.add(trace_id, item)
-                if reason is not None:
-                    passthrough.append(item)
-                    outcome = _OUTCOMES[reason]
-                    outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                for group in self._assembler.add(trace_id, item):
+                    passthrough.extend(group.spans)
+                    outcomes[group.reason] = outcomes.get(group.reason, 0) + len(group.spans)
             self._lock.notify_all()
         if passthrough:
             self._forward([(item.origin, item.span) for item in passthrough])
@@ -145,12 +154,13 @@ class Pipeline:
             with self._lock:
                 if self._stopping:
                     return
-                due = self._assembler.next_due_in()
+                expiry = self._assembler.next_expiry()
+                due = None if expiry is None else expiry - self._clock()
                 self._lock.wait(timeout=0.5 if due is None else min(max(due, 0.01), 0.5))
-                ready = self._assembler.take_quiet()
+                ready = self._assembler.take_expired()
             self._profile_all(ready, complete=True)
 
-    def _profile_all(self, ready: list[PendingTrace[HeldSpan]], *, complete: bool) -> None:
+    def _profile_all(self, ready: list[TraceState[HeldSpan]], *, complete: bool) -> None:
         """Profile ``ready`` and forward its spans in requests of up to ``FORWARD_BATCH_SPANS`` spans."""
         batch: list[tuple[Origin, Any]] = []
         for pending in ready:
@@ -161,26 +171,26 @@ class Pipeline:
         self._forward(batch)
 
     def _profile(
-        self, pending: PendingTrace[HeldSpan], *, complete: bool, sink: list[tuple[Origin, Any]] | None = None
+        self, pending: TraceState[HeldSpan], *, complete: bool, sink: list[tuple[Origin, Any]] | None = None
     ) -> None:
         """Profile one trace; its spans are forwarded, or added to ``sink`` to be forwarded by the caller."""
         out: list[tuple[Origin, Any]]
         try:
-            records: list[SpanRecord] = [record for item in pending.items if (record := item.record) is not None]
+            records: list[SpanRecord] = [record for item in pending.spans if (record := item.record) is not None]
             profile = profile_trace(records)
-            out = enrich(pending.items, profile, complete=complete)
+            out = enrich(pending.spans, profile, complete=complete)
         except Exception:
             _PROFILING_ERRORS.report("serve profiling", pending.trace_id)
-            unprofiled = [(item.origin, item.span) for item in pending.items]
+            unprofiled = [(item.origin, item.span) for item in pending.spans]
             if sink is None:
                 self._forward(unprofiled)
             else:
                 sink.extend(unprofiled)
             if self.metrics is not None:
-                self.metrics.count_spans("unprofiled_error", len(pending.items))
+                self.metrics.count_spans(ERROR, len(pending.spans))
             return
         with self._lock:
-            self.counts.profiled += len(pending.items)
+            self.counts.profiled += len(pending.spans)
             self.counts.traces += 1
             self._profiles[profile.trace_id] = profile
             self._profiles.move_to_end(profile.trace_id)
@@ -189,7 +199,7 @@ class Pipeline:
         if self.metrics is not None:
             try:
                 self.metrics.record(profile)
-                self.metrics.count_spans("profiled", len(pending.items))
+                self.metrics.count_spans("profiled", len(pending.spans))
                 self.metrics.count_trace("complete" if complete else "flushed")
             except Exception:
                 _METRICS_ERRORS.report("serve metrics")
@@ -209,8 +219,8 @@ class Pipeline:
             self._lock.notify_all()
         self._worker.join()
         with self._lock:
-            remaining = self._assembler.take_all()
-        self._profile_all(remaining, complete=False)
+            ready, incomplete = self._assembler.take_all()
+        self._profile_all(ready + incomplete, complete=False)
 
     # -- reporting -----------------------------------------------------------------------
 

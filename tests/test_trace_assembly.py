@@ -1,8 +1,11 @@
-"""``TraceBuffer``: holds the spans of traces in flight until each is complete, within its caps.
+"""``TraceAssembly``: holds the spans of traces until each is complete, within its caps.
 
-Spans are opaque to the buffer, so these tests use plain strings as spans. Every ended span
-must come back out exactly once: in a complete trace, an expired or flushed one, or a
-pass-through group (evicted, oversized, late). Nothing is ever dropped.
+Two configurations, the two its users run: the SDK processor's (a trace completes when its local
+root ended and no span is open, or after a timeout; the trace cap evicts the oldest trace, the span
+cap releases the whole trace) and serve's (a trace completes once quiet; the caps refuse the new
+span). Spans are opaque, so these tests use plain strings as spans. Every ended span must come
+back out exactly once: in a complete trace, an expired or flushed one, or a pass-through group
+(pushed out by a cap, or late). Nothing is ever dropped.
 """
 
 from __future__ import annotations
@@ -10,10 +13,22 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from typing import Any
 
 import pytest
 
-from otel_agent_profiler.live.trace_buffer import EVICTED, LATE, OVERSIZED, Passthrough, TraceBuffer, TraceState
+from otel_agent_profiler.live.trace_assembly import (
+    EVICT_OLDEST,
+    LATE,
+    REFUSE_NEW,
+    REFUSE_SPAN,
+    RELEASE_TRACE,
+    SPAN_CAP,
+    TRACE_CAP,
+    Passthrough,
+    TraceAssembly,
+    TraceState,
+)
 
 
 class FakeClock:
@@ -24,9 +39,46 @@ class FakeClock:
         return self.now
 
 
-def make_buffer(max_traces: int = 100, max_spans: int = 1000) -> tuple[TraceBuffer[str], FakeClock]:
+def processor_assembly(
+    max_traces: int = 100, max_spans: int = 1000, timeout_s: float = 60.0, clock: FakeClock | None = None
+) -> TraceAssembly[str]:
+    """Configured as the SDK processor configures it."""
+    return TraceAssembly(
+        max_traces,
+        max_spans,
+        idle_timeout_s=timeout_s,
+        complete_at_local_root=True,
+        at_trace_cap=EVICT_OLDEST,
+        at_span_cap=RELEASE_TRACE,
+        clock=clock or FakeClock(),
+    )
+
+
+def make_buffer(
+    max_traces: int = 100, max_spans: int = 1000, timeout_s: float = 60.0
+) -> tuple[TraceAssembly[str], FakeClock]:
     clock = FakeClock()
-    return TraceBuffer(max_traces, max_spans, clock=clock), clock
+    return processor_assembly(max_traces, max_spans, timeout_s, clock), clock
+
+
+def serve_assembly(
+    quiet_period_s: float = 5.0,
+    max_traces: int = 1000,
+    max_spans_per_trace: int = 10_000,
+    clock: FakeClock | None = None,
+    remembered_traces: int | None = None,
+) -> TraceAssembly[Any]:
+    """Configured as serve configures it."""
+    return TraceAssembly(
+        max_traces,
+        max_spans_per_trace,
+        idle_timeout_s=quiet_period_s,
+        complete_at_local_root=False,
+        at_trace_cap=REFUSE_NEW,
+        at_span_cap=REFUSE_SPAN,
+        remembered_traces=remembered_traces,
+        clock=clock or FakeClock(),
+    )
 
 
 def spans_of(states: list[TraceState[str]]) -> list[str]:
@@ -37,6 +89,8 @@ def flatten(groups: list[Passthrough[str]]) -> list[str]:
     return [span for group in groups for span in group.spans]
 
 
+# == the SDK processor's configuration ========================================================
+
 # -- completion -----------------------------------------------------------------------------
 
 
@@ -45,9 +99,7 @@ def test_trace_is_ready_when_local_root_ends_after_its_children() -> None:
     buffer.span_started(1, 10)
     buffer.span_started(1, 11)
     assert buffer.span_ended(1, 11, "child", False) == ([], False)
-    assert not buffer.has_ready()
     assert buffer.span_ended(1, 10, "root", True) == ([], True)
-    assert buffer.has_ready()
     ready = buffer.take_ready()
     assert [state.trace_id for state in ready] == [1]
     assert ready[0].spans == ["child", "root"]
@@ -64,7 +116,7 @@ def test_trace_is_not_ready_while_a_span_is_open_after_the_root_ended() -> None:
     buffer.span_started(1, 12)
     assert buffer.span_ended(1, 10, "root", True) == ([], False)
     assert buffer.span_ended(1, 11, "a", False) == ([], False)
-    assert not buffer.has_ready()
+    assert buffer.take_ready() == []
     assert buffer.span_ended(1, 12, "b", False) == ([], True)
     assert spans_of(buffer.take_ready()) == ["root", "a", "b"]
 
@@ -125,7 +177,7 @@ def test_span_starting_after_the_trace_completed_does_not_make_a_second_trace() 
     # The trace completed (root ended, nothing open) and waits for the worker. A span of it
     # that starts now is late: the trace must still be profiled once, and the late span must
     # come out exactly once, never as a separate trace of its own.
-    buffer, clock = make_buffer()
+    buffer, clock = make_buffer(timeout_s=60.0)
     buffer.span_started(1, 10)
     assert buffer.span_ended(1, 10, "root", True) == ([], True)
     buffer.span_started(1, 11)
@@ -133,19 +185,19 @@ def test_span_starting_after_the_trace_completed_does_not_make_a_second_trace() 
     ready = buffer.take_ready()
     assert [state.trace_id for state in ready] == [1]
     clock.now += 3600
-    expired = buffer.take_expired(60.0)
+    expired = buffer.take_expired()
     rest_ready, rest_incomplete = buffer.take_all()
     assert expired == [] and rest_ready == [] and rest_incomplete == [], "the late span became a second trace"
     assert sorted(spans_of(ready) + flatten(passthrough)) == ["late", "root"]
 
 
 def test_late_span_of_an_expired_trace_passes_through() -> None:
-    buffer, clock = make_buffer()
+    buffer, clock = make_buffer(timeout_s=1.0)
     buffer.span_started(1, 10)
     buffer.span_started(1, 11)
     buffer.span_ended(1, 11, "child", False)
     clock.now += 5
-    expired = buffer.take_expired(1.0)
+    expired = buffer.take_expired()
     assert spans_of(expired) == ["child"]
     assert not expired[0].local_root_ended
     passthrough, ready = buffer.span_ended(1, 10, "root", True)
@@ -166,32 +218,32 @@ def test_late_span_of_a_flushed_trace_passes_through() -> None:
 
 
 def test_expiry_is_measured_from_the_traces_first_span_oldest_first() -> None:
-    buffer, clock = make_buffer()
-    assert buffer.next_expiry(10.0) is None
+    buffer, clock = make_buffer(timeout_s=10.0)
+    assert buffer.next_expiry() is None
     buffer.span_started(1, 10)
     clock.now += 4
     buffer.span_started(2, 20)
-    assert buffer.next_expiry(10.0) == pytest.approx(1010.0)
+    assert buffer.next_expiry() == pytest.approx(1010.0)
     clock.now += 5.9  # 9.9 s after trace 1 started
-    assert buffer.take_expired(10.0) == []
+    assert buffer.take_expired() == []
     clock.now += 0.2
-    assert [state.trace_id for state in buffer.take_expired(10.0)] == [1]
-    assert buffer.next_expiry(10.0) == pytest.approx(1014.0)
+    assert [state.trace_id for state in buffer.take_expired()] == [1]
+    assert buffer.next_expiry() == pytest.approx(1014.0)
     clock.now += 10
-    assert [state.trace_id for state in buffer.take_expired(10.0)] == [2]
-    assert buffer.next_expiry(10.0) is None
+    assert [state.trace_id for state in buffer.take_expired()] == [2]
+    assert buffer.next_expiry() is None
     assert len(buffer) == 0
 
 
 def test_expired_trace_keeps_the_spans_that_ended() -> None:
-    buffer, clock = make_buffer()
+    buffer, clock = make_buffer(timeout_s=60.0)
     buffer.span_started(1, 10)
     buffer.span_started(1, 11)
     buffer.span_started(1, 12)
     buffer.span_ended(1, 12, "b", False)
     buffer.span_ended(1, 10, "root", True)
     clock.now += 61
-    (state,) = buffer.take_expired(60.0)
+    (state,) = buffer.take_expired()
     assert state.spans == ["b", "root"]
     assert state.open_span_ids == {11}
     assert state.local_root_ended
@@ -226,12 +278,12 @@ def test_trace_cap_evicts_the_oldest_trace_with_its_ended_spans() -> None:
     buffer.span_ended(1, 11, "t1-child", False)
     buffer.span_started(2, 20)
     evicted = buffer.span_started(3, 30)
-    assert evicted == Passthrough(EVICTED, ["t1-child"])
+    assert evicted == Passthrough(TRACE_CAP, ["t1-child"])
     assert len(buffer) == 2
     # Later spans of the evicted trace are passed through as evicted, never buffered again.
     assert buffer.span_started(1, 12) is None
-    assert buffer.span_ended(1, 12, "t1-late", False) == ([Passthrough(EVICTED, ["t1-late"])], False)
-    assert buffer.span_ended(1, 10, "t1-root", True) == ([Passthrough(EVICTED, ["t1-root"])], False)
+    assert buffer.span_ended(1, 12, "t1-late", False) == ([Passthrough(TRACE_CAP, ["t1-late"])], False)
+    assert buffer.span_ended(1, 10, "t1-root", True) == ([Passthrough(TRACE_CAP, ["t1-root"])], False)
     assert len(buffer) == 2
     # The others are unaffected.
     buffer.span_ended(2, 20, "t2-root", True)
@@ -245,7 +297,7 @@ def test_trace_cap_evicts_a_trace_waiting_to_be_profiled_first() -> None:
     buffer.span_started(2, 20)
     buffer.span_ended(2, 20, "t2-root", True)  # complete, waiting for the worker
     evicted = buffer.span_started(3, 30)
-    assert evicted == Passthrough(EVICTED, ["t2-root"])
+    assert evicted == Passthrough(TRACE_CAP, ["t2-root"])
     assert buffer.take_ready() == []
 
 
@@ -254,7 +306,7 @@ def test_trace_cap_applies_to_spans_never_seen_starting() -> None:
     buffer.span_started(1, 11)
     buffer.span_ended(1, 11, "t1-child", False)
     passthrough, ready = buffer.span_ended(2, 20, "t2-root", True)
-    assert passthrough == [Passthrough(EVICTED, ["t1-child"])]
+    assert passthrough == [Passthrough(TRACE_CAP, ["t1-child"])]
     assert ready
     assert spans_of(buffer.take_ready()) == ["t2-root"]
 
@@ -272,7 +324,7 @@ def test_span_cap_passes_the_whole_trace_through() -> None:
     passthrough, ready = buffer.span_ended(1, 100, "root", True)
     assert not ready
     out.extend(passthrough)
-    assert {group.reason for group in out} == {OVERSIZED}
+    assert {group.reason for group in out} == {SPAN_CAP}
     assert flatten(out) == [f"s{i}" for i in range(1, 8)] + ["root"]
     assert buffer.take_all() == ([], [])
 
@@ -293,7 +345,7 @@ def test_span_cap_allows_exactly_the_cap() -> None:
 @pytest.mark.parametrize("seed", range(25))
 def test_every_ended_span_comes_out_exactly_once(seed: int) -> None:
     rng = random.Random(seed)
-    buffer, clock = make_buffer(max_traces=rng.randint(1, 4), max_spans=rng.randint(1, 6))
+    buffer, clock = make_buffer(max_traces=rng.randint(1, 4), max_spans=rng.randint(1, 6), timeout_s=2.0)
     out: list[str] = []
     open_spans: list[tuple[int, int]] = []
     ended: list[str] = []
@@ -317,7 +369,7 @@ def test_every_ended_span_comes_out_exactly_once(seed: int) -> None:
             out.extend(spans_of(buffer.take_ready()))
         else:
             clock.now += rng.random() * 3
-            out.extend(spans_of(buffer.take_expired(2.0)))
+            out.extend(spans_of(buffer.take_expired()))
     ready, incomplete = buffer.take_all()
     out.extend(spans_of(ready) + spans_of(incomplete))
     counts = Counter(out)
@@ -327,7 +379,7 @@ def test_every_ended_span_comes_out_exactly_once(seed: int) -> None:
 
 
 def test_many_threads_lose_no_span() -> None:
-    buffer: TraceBuffer[str] = TraceBuffer(max_traces=16, max_spans_per_trace=50)
+    buffer = processor_assembly(max_traces=16, max_spans=50, clock=FakeClock())
     out: list[str] = []
     out_lock = threading.Lock()
     barrier = threading.Barrier(8)
@@ -364,3 +416,95 @@ def test_many_threads_lose_no_span() -> None:
     assert len(counts) == 8 * 200 * 3
     assert set(counts.values()) == {1}
     assert len(buffer) == 0
+
+
+# == serve's configuration: quiet period, caps and late spans, on a fake clock =================
+
+
+def test_trace_is_released_after_quiet_period_without_new_spans() -> None:
+    clock = FakeClock()
+    assembler = serve_assembly(quiet_period_s=5, clock=clock)
+    assert assembler.add("t1", "a") == []
+    clock.now += 4
+    assert assembler.add("t1", "b") == []  # a new span restarts the quiet period
+    clock.now += 4.9
+    assert assembler.take_expired() == []
+    assert assembler.next_expiry() == pytest.approx(clock.now + 0.1)
+    clock.now += 0.1
+    (trace,) = assembler.take_expired()
+    assert trace.trace_id == "t1" and trace.spans == ["a", "b"]
+    assert assembler.held_spans == 0 and assembler.held_traces == 0
+    assert assembler.next_expiry() is None
+
+
+def test_traces_are_released_independently_in_order_of_activity() -> None:
+    clock = FakeClock()
+    assembler = serve_assembly(quiet_period_s=1, clock=clock)
+    assembler.add("t1", "a")
+    clock.now += 0.5
+    assembler.add("t2", "b")
+    clock.now += 0.2
+    assembler.add("t1", "c")  # t1 is now the more recently active one
+    clock.now += 0.8
+    assert [t.trace_id for t in assembler.take_expired()] == ["t2"]
+    clock.now += 0.2
+    assert [t.trace_id for t in assembler.take_expired()] == ["t1"]
+
+
+def test_late_spans_of_a_released_trace_are_refused_and_counted() -> None:
+    clock = FakeClock()
+    assembler = serve_assembly(quiet_period_s=1, clock=clock)
+    assembler.add("t1", "a")
+    clock.now += 1
+    assert len(assembler.take_expired()) == 1
+    assert assembler.add("t1", "late") == [Passthrough(LATE, ["late"])]
+    assert assembler.counts.late == 1
+    assert assembler.held_spans == 0
+    # Traces released at shutdown count the same way.
+    assembler.add("t2", "b")
+    ready, incomplete = assembler.take_all()
+    assert ready == [] and len(incomplete) == 1
+    assert assembler.add("t2", "c") == [Passthrough(LATE, ["c"])]
+    assert assembler.counts.late == 2
+
+
+def test_trace_cap_refuses_spans_of_new_traces_but_not_of_held_ones() -> None:
+    clock = FakeClock()
+    assembler = serve_assembly(quiet_period_s=1, max_traces=2, clock=clock)
+    assert assembler.add("t1", "a") == []
+    assert assembler.add("t2", "b") == []
+    assert assembler.full
+    assert assembler.add("t3", "c") == [Passthrough(TRACE_CAP, ["c"])]
+    assert assembler.add("t1", "d") == []
+    assert assembler.counts.over_trace_cap == 1 and assembler.counts.over_caps == 1
+    clock.now += 1
+    assert len(assembler.take_expired()) == 2
+    assert assembler.add("t3", "e") == []  # room again; t3 was never held, so it is not late
+
+
+def test_span_cap_refuses_spans_past_the_limit_of_one_trace() -> None:
+    clock = FakeClock()
+    assembler = serve_assembly(quiet_period_s=1, max_spans_per_trace=3, clock=clock)
+    results = [assembler.add("t1", i) for i in range(5)]
+    assert results == [[], [], [], [Passthrough(SPAN_CAP, [3])], [Passthrough(SPAN_CAP, [4])]]
+    assert assembler.counts.over_span_cap == 2 and assembler.counts.over_caps == 2
+    assert assembler.held_spans == 3
+    clock.now += 1
+    (trace,) = assembler.take_expired()
+    assert trace.spans == [0, 1, 2]
+
+
+def test_remembered_trace_ids_are_bounded() -> None:
+    clock = FakeClock()
+    assembler = serve_assembly(quiet_period_s=0, clock=clock, remembered_traces=2)
+    for trace_id in ("t1", "t2", "t3"):
+        assembler.add(trace_id, "x")
+        assembler.take_expired()
+    assert assembler.add("t1", "x") == []  # forgotten: held again rather than called late
+    assert assembler.add("t3", "x") == [Passthrough(LATE, ["x"])]
+
+
+@pytest.mark.parametrize("kwargs", [{"quiet_period_s": -1}, {"max_traces": 0}, {"max_spans_per_trace": 0}])
+def test_bad_settings_are_refused(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        serve_assembly(**kwargs)  # type: ignore[arg-type]
