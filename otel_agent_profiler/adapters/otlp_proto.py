@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf import json_format  # type: ignore[import-untyped]
@@ -112,14 +112,6 @@ def record_of(span: Span, resource: dict[str, AttributeValue]) -> SpanRecord:
 def _link_fields(link: Span.Link) -> LinkFields:
     trace_id = _id(link.trace_id, 16, "link trace_id")
     return trace_id, _id(link.span_id, 8, "link span_id"), attributes_of(link.attributes)
-
-
-def iter_spans(request: ExportTraceServiceRequest) -> Iterator[tuple[ResourceSpans, ScopeSpans, Span]]:
-    """Every span of a request with the resource and scope groups it belongs to."""
-    for resource_spans in request.resource_spans:
-        for scope_spans in resource_spans.scope_spans:
-            for span in scope_spans.spans:
-                yield resource_spans, scope_spans, span
 
 
 def resource_attributes(resource: Resource) -> dict[str, AttributeValue]:

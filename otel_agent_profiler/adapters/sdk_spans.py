@@ -86,10 +86,6 @@ def trace_id_hex(trace_id: int) -> str:
     return f"{trace_id:032x}"
 
 
-def span_id_hex(span_id: int) -> str:
-    return f"{span_id:016x}"
-
-
 def _has_items(span: ReadableSpan, field: str) -> bool:
     # The public ``events``/``links`` properties copy the SDK's locked bounded list on every
     # read, which costs more than the rest of a span's conversion; most spans have neither.

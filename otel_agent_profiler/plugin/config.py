@@ -87,24 +87,24 @@ def _parse_positive_int(value: Any) -> int:
     return number
 
 
-def _parse_positive_float(value: Any) -> float:
+def _number(value: Any, accept: Callable[[float], bool], expected: str) -> float:
+    """``value`` as a float that ``accept`` takes, or ValueError naming what was ``expected``."""
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"expected a number of seconds above 0, got {value!r}") from None
-    if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
-        raise ValueError(f"expected a number of seconds above 0, got {value!r}")
+        raise ValueError(f"expected {expected}, got {value!r}") from None
+    # A bool is an int to Python, but never a number of seconds or a rate to a user.
+    if isinstance(value, bool) or not accept(number):
+        raise ValueError(f"expected {expected}, got {value!r}")
     return number
+
+
+def _parse_positive_float(value: Any) -> float:
+    return _number(value, lambda number: math.isfinite(number) and number > 0, "a number of seconds above 0")
 
 
 def _parse_rate(value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"expected a fraction from 0 to 1, got {value!r}") from None
-    if isinstance(value, bool) or not 0.0 <= number <= 1.0:
-        raise ValueError(f"expected a fraction from 0 to 1, got {value!r}")
-    return number
+    return _number(value, lambda number: 0.0 <= number <= 1.0, "a fraction from 0 to 1")
 
 
 def _parse_overrides(value: Any) -> CategoryOverrides:

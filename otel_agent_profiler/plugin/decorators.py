@@ -429,6 +429,15 @@ def _wrap_async_generator(func: Callable[..., Any], spec: _SpanSpec) -> Callable
     return wrapper
 
 
+def _decorate_now_or_later(func: Any, make_spec: Callable[[Callable[..., Any]], _SpanSpec]) -> Any:
+    """``@deco`` hands the function over at once; ``@deco(...)`` returns the decorator to apply."""
+
+    def decorate(target: Any) -> Any:
+        return _instrument(target, make_spec)
+
+    return decorate if func is None else decorate(func)
+
+
 # --- public decorators ---------------------------------------------------------------------------
 
 
@@ -487,10 +496,7 @@ def tool(
         call_id_of = _call_id_getter(target, call_id_param) if call_id_param is not None else None
         return _SpanSpec(f"execute_tool {tool_name}", attributes, call_id_of)
 
-    def decorate(target: Any) -> Any:
-        return _instrument(target, make_spec)
-
-    return decorate if func is None else decorate(func)
+    return _decorate_now_or_later(func, make_spec)
 
 
 @overload
@@ -524,10 +530,7 @@ def agent(func: Any = None, *, name: str | None = None, agent_id: str | None = N
             attributes[_AGENT_ID] = _as_attribute(agent_id)
         return _SpanSpec(f"invoke_agent {agent_name}", attributes, None)
 
-    def decorate(target: Any) -> Any:
-        return _instrument(target, make_spec)
-
-    return decorate if func is None else decorate(func)
+    return _decorate_now_or_later(func, make_spec)
 
 
 def _plain_attributes(category: str | None, attributes: Attributes | None) -> dict[str, AttributeValue]:
@@ -580,10 +583,7 @@ def traced(
     def make_spec(target: Callable[..., Any]) -> _SpanSpec:
         return _SpanSpec(name or _default_name(target, qualified=True), static, None)
 
-    def decorate(target: Any) -> Any:
-        return _instrument(target, make_spec)
-
-    return decorate if func is None else decorate(func)
+    return _decorate_now_or_later(func, make_spec)
 
 
 # --- context managers ----------------------------------------------------------------------------

@@ -50,6 +50,8 @@ class Overloaded(Exception):
 
 @dataclass
 class PipelineConfig:
+    """How long the pipeline waits for a trace and how much it holds (``serve``'s options)."""
+
     quiet_period_s: float = 5.0
     max_traces: int = 1000
     max_spans_per_trace: int = 10_000
@@ -61,6 +63,8 @@ class PipelineConfig:
 
 @dataclass
 class Counts:
+    """Running totals for ``/health``: spans received, profiled and invalid, requests rejected, traces profiled."""
+
     received: int = 0
     profiled: int = 0
     invalid: int = 0
