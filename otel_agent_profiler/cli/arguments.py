@@ -15,9 +15,6 @@ EXIT_FAILURE = 1
 #: Some input could not be read (the rest was still analysed), or the command line was wrong.
 EXIT_BAD_INPUT = 2
 
-#: What each command's ``add_parser`` adds its parser to: the top-level parser's subcommands.
-#: A string: argparse's class cannot be subscripted at run time, only by the type checker.
-
 _Number = TypeVar("_Number", int, float)
 
 

@@ -200,11 +200,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             else:
                 self._hand_to_worker(group)
         if ready:
-            self._ensure_worker()
-            # Setting an event takes its lock and notifies; when it is already set the worker has
-            # yet to clear it, and it takes every ready trace after clearing, this one included.
-            if not self._wake.is_set():
-                self._wake.set()
+            self._wake_worker()
 
     def _hand_to_worker(self, group: Passthrough[ReadableSpan]) -> None:
         self._pushed_out.append(group)
@@ -212,7 +208,12 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             # Shutdown may have drained the queue already: nobody else will export these.
             self._export_pushed_out()
             return
+        self._wake_worker()
+
+    def _wake_worker(self) -> None:
         self._ensure_worker()
+        # Setting an event takes its lock and notifies; when it is already set the worker has
+        # yet to clear it, and it takes all its work after clearing, this call's included.
         if not self._wake.is_set():
             self._wake.set()
 
