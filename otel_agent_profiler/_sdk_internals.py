@@ -14,6 +14,7 @@ never wrong.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
@@ -30,6 +31,7 @@ __all__ = [
     "LINKS_FIELD",
     "PLAIN_LAYOUT_SPAN_TYPES",
     "SdkConfigurator",
+    "batch_queue",
     "configure_sdk",
     "exporter_endpoint",
     "replace_span_processors",
@@ -64,6 +66,19 @@ def replace_span_processors(
     with lock:
         multi._span_processors = change(multi._span_processors)  # type: ignore[union-attr]
     return True
+
+
+# -- a batching processor's queue (plugin/processor.py) --------------------------------------------
+# ``BatchSpanProcessor`` hands spans to a ``BatchProcessor`` (``_batch_processor``) that queues them
+# in ``_queue``, a ``deque`` whose ``maxlen`` is the queue size: a span added to a full queue pushes
+# the oldest out ("Queue full, dropping Span"). Nothing public tells how full it is, and the
+# profiler, which hands a whole trace over at once, must wait for room rather than lose spans.
+
+
+def batch_queue(processor: SpanProcessor) -> deque[Any] | None:
+    """The bounded queue of a ``BatchSpanProcessor`` (or a subclass), or None for any other processor."""
+    queue = getattr(getattr(processor, "_batch_processor", None), "_queue", None)
+    return queue if isinstance(queue, deque) and queue.maxlen is not None else None
 
 
 # -- an exporter's endpoint (plugin/export_accounting.py) -----------------------------------------

@@ -103,6 +103,8 @@ CASES: dict[str, OptionCase] = {
     "enrich_spans": OptionCase(False, False, "0", False, True, "nope", "2"),
     "console_report": OptionCase(True, True, "yes", True, False, 1, "loud"),
     "max_operations": OptionCase(3, 3, "9", 9, 100, True, "0"),
+    "max_buffer_bytes": OptionCase(1_000_000, 1_000_000, "5000000", 5_000_000, 256 * 1024 * 1024, -1, "lots"),
+    "shutdown_timeout_s": OptionCase(2.5, 2.5, "10", 10.0, 30.0, float("inf"), "0"),
 }
 
 

@@ -83,6 +83,23 @@ def test_provider_keeps_its_processors_in_a_tuple_under_a_lock(provider: TracerP
 # -- an exporter's endpoint: plugin/export_accounting.py names it when spans could not be exported -------------
 
 
+def test_batch_span_processor_keeps_its_spans_in_a_bounded_deque() -> None:
+    processor = BatchSpanProcessor(
+        InMemorySpanExporter(), max_queue_size=7, max_export_batch_size=7, schedule_delay_millis=60_000
+    )
+    try:
+        queue = internals.batch_queue(processor)
+        assert queue is not None, changed("BatchSpanProcessor._batch_processor._queue", "the processor's pacing")
+        assert queue.maxlen == 7, changed("the batch queue's maxlen", "the processor's pacing")
+        provider = TracerProvider()
+        provider.add_span_processor(processor)
+        provider.get_tracer("t").start_span("queued").end()
+        assert len(queue) == 1, changed("where BatchSpanProcessor queues spans", "the processor's pacing")
+    finally:
+        processor.shutdown()
+    assert internals.batch_queue(SimpleSpanProcessor(InMemorySpanExporter())) is None
+
+
 def test_otlp_exporters_keep_their_endpoint() -> None:
     used_by = "plugin/export_accounting.py (naming where spans could not be exported)"
     http = HttpSpanExporter(endpoint="http://collector.example:4318/v1/traces")

@@ -166,7 +166,7 @@ def test_span_of_a_profiled_trace_passes_through_as_late() -> None:
     buffer.span_started(1, 10)
     buffer.span_ended(1, 10, "root", True)
     buffer.take_ready()
-    assert buffer.span_started(1, 11) is None
+    assert buffer.span_started(1, 11) == []
     passthrough, ready = buffer.span_ended(1, 11, "late", False)
     assert not ready
     assert passthrough == [Passthrough(LATE, ["late"])]
@@ -278,10 +278,10 @@ def test_trace_cap_evicts_the_oldest_trace_with_its_ended_spans() -> None:
     buffer.span_ended(1, 11, "t1-child", False)
     buffer.span_started(2, 20)
     evicted = buffer.span_started(3, 30)
-    assert evicted == Passthrough(TRACE_CAP, ["t1-child"])
+    assert evicted == [Passthrough(TRACE_CAP, ["t1-child"])]
     assert len(buffer) == 2
     # Later spans of the evicted trace are passed through as evicted, never buffered again.
-    assert buffer.span_started(1, 12) is None
+    assert buffer.span_started(1, 12) == []
     assert buffer.span_ended(1, 12, "t1-late", False) == ([Passthrough(TRACE_CAP, ["t1-late"])], False)
     assert buffer.span_ended(1, 10, "t1-root", True) == ([Passthrough(TRACE_CAP, ["t1-root"])], False)
     assert len(buffer) == 2
@@ -297,7 +297,7 @@ def test_trace_cap_evicts_a_trace_waiting_to_be_profiled_first() -> None:
     buffer.span_started(2, 20)
     buffer.span_ended(2, 20, "t2-root", True)  # complete, waiting for the worker
     evicted = buffer.span_started(3, 30)
-    assert evicted == Passthrough(TRACE_CAP, ["t2-root"])
+    assert evicted == [Passthrough(TRACE_CAP, ["t2-root"])]
     assert buffer.take_ready() == []
 
 
@@ -355,8 +355,8 @@ def test_every_ended_span_comes_out_exactly_once(seed: int) -> None:
         if action < 0.4 or not open_spans:
             trace_id = rng.randint(1, 8)
             evicted = buffer.span_started(trace_id, next_span)
-            if evicted is not None:
-                out.extend(evicted.spans)
+            for group in evicted:
+                out.extend(group.spans)
             open_spans.append((trace_id, next_span))
             next_span += 1
         elif action < 0.85:
@@ -390,12 +390,12 @@ def test_many_threads_lose_no_span() -> None:
         for i in range(200):
             trace_id = thread * 1000 + i
             evicted = buffer.span_started(trace_id, 1)
-            if evicted is not None:
-                local.extend(evicted.spans)
+            for group in evicted:
+                local.extend(group.spans)
             for child in (2, 3):
                 evicted = buffer.span_started(trace_id, child)
-                if evicted is not None:
-                    local.extend(evicted.spans)
+                for group in evicted:
+                    local.extend(group.spans)
                 passthrough, _ = buffer.span_ended(trace_id, child, f"{trace_id}:{child}", False)
                 local.extend(flatten(passthrough))
             passthrough, _ = buffer.span_ended(trace_id, 1, f"{trace_id}:1", True)

@@ -130,9 +130,7 @@ class ProfileMetrics:
             meter = meter_provider.get_meter("otel_agent_profiler", __version__)
         self._operation = OperationNames(max_operations)
         histograms = {
-            name: meter.create_histogram(
-                name, unit=METRICS[name][1], description=description, explicit_bucket_boundaries_advisory=buckets
-            )
+            name: _histogram(meter, name, METRICS[name][1], description, buckets)
             for name, (description, buckets) in _HISTOGRAMS.items()
         }
         self._self_time = histograms[SELF_TIME]
@@ -198,6 +196,17 @@ class ProfileMetrics:
                 self._tokens.record(value, {"agent_profiler.root_operation": root, "gen_ai.token.type": token_type})
         if profile.critical_path_cost_usd is not None:
             self._cost.record(profile.critical_path_cost_usd, trace_attributes)
+
+
+def _histogram(meter: metrics.Meter, name: str, unit: str, description: str, buckets: Any) -> metrics.Histogram:
+    try:
+        return meter.create_histogram(
+            name, unit=unit, description=description, explicit_bucket_boundaries_advisory=buckets
+        )
+    except TypeError:
+        # A metrics API older than the bucket advisory (API 1.23) or one of another vendor: the
+        # histogram gets that meter's default buckets rather than none at all.
+        return meter.create_histogram(name, unit=unit, description=description)
 
 
 def _ttft_attributes(original: Mapping[str, Any], span: SpanProfile, operation_of: OperationNames) -> dict[str, Any]:

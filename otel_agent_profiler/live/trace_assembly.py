@@ -11,7 +11,12 @@ completes and in what a cap does, and those are the constructor's parameters:
   newest traces are the ones the application is running), ``REFUSE_NEW`` refuses the span of the
   new trace (``serve``: its senders keep the data older traces would lose);
 * at ``max_spans_per_trace``: ``RELEASE_TRACE`` pushes the whole trace out, ``REFUSE_SPAN`` refuses
-  the new span only.
+  the new span only. Spans seen starting and not yet ended count too, so spans that never end
+  cannot grow a trace without limit;
+* at ``max_bytes`` (the estimated size of everything held, given per span by the caller): with
+  ``EVICT_OLDEST`` the oldest traces are pushed out until the rest fits, with ``REFUSE_NEW`` the new
+  span is refused. Counts alone do not bound memory: one trace of large prompts weighs as much
+  as thousands of small ones.
 
 Thread-safe, with O(1) work per span under one short lock. Spans are opaque here: anything with a
 trace id (and, for the processor, a span id).
@@ -38,6 +43,11 @@ LATE = "unprofiled_late"
 ERROR = "unprofiled_error"
 #: A flush or shutdown ran out of time before profiling their trace:
 FLUSH_TIMEOUT = "unprofiled_flush_timeout"
+#: The memory limit (``max_bytes``) pushed them out (or refused them):
+MEMORY_CAP = "unprofiled_memory_cap"
+
+#: What one open span id costs while it is held (a set entry and the int), in bytes.
+OPEN_SPAN_BYTES = 100
 
 #: What happens to a span of a new trace when ``max_traces`` traces are held.
 TraceCapPolicy = Literal["evict_oldest", "refuse_new"]
@@ -48,6 +58,7 @@ SpanCapPolicy = Literal["release_trace", "refuse_span"]
 RELEASE_TRACE: SpanCapPolicy = "release_trace"
 REFUSE_SPAN: SpanCapPolicy = "refuse_span"
 
+_CAPS = (TRACE_CAP, SPAN_CAP, MEMORY_CAP)
 # Why a trace was let go of when no cap did it: its later spans are late.
 _COMPLETE = "complete"
 _TIMED_OUT = "timed_out"
@@ -65,6 +76,12 @@ class TraceState(Generic[SpanT]):
     spans: list[SpanT] = field(default_factory=list)
     open_span_ids: set[int] = field(default_factory=set)
     local_root_ended: bool = False
+    #: Estimated bytes of the spans held (their sizes as given to ``span_ended``).
+    span_bytes: int = 0
+
+    @property
+    def held_bytes(self) -> int:
+        return self.span_bytes + OPEN_SPAN_BYTES * len(self.open_span_ids)
 
 
 @dataclass
@@ -73,6 +90,8 @@ class Passthrough(Generic[SpanT]):
 
     reason: str
     spans: list[SpanT]
+    #: Their estimated bytes, as given to ``span_ended``.
+    size: int = 0
 
 
 @dataclass
@@ -81,11 +100,12 @@ class AssemblyCounts:
 
     over_trace_cap: int = 0
     over_span_cap: int = 0
+    over_memory_cap: int = 0
     late: int = 0
 
     @property
     def over_caps(self) -> int:
-        return self.over_trace_cap + self.over_span_cap
+        return self.over_trace_cap + self.over_span_cap + self.over_memory_cap
 
 
 class TraceAssembly(Generic[SpanT]):
@@ -99,6 +119,8 @@ class TraceAssembly(Generic[SpanT]):
             spans seen starting is still open.
         at_trace_cap: ``EVICT_OLDEST`` or ``REFUSE_NEW``.
         at_span_cap: ``RELEASE_TRACE`` or ``REFUSE_SPAN``.
+        max_bytes: estimated bytes held at most (span sizes as given to ``span_ended``, plus
+            ``OPEN_SPAN_BYTES`` per open span); None for no limit.
         remembered_traces: how many released trace ids are remembered to recognise their later
             spans; by default ``max(1024, 8 * max_traces)``.
         clock: seconds, monotonic; tests drive time by hand.
@@ -117,16 +139,20 @@ class TraceAssembly(Generic[SpanT]):
         at_trace_cap: TraceCapPolicy,
         at_span_cap: SpanCapPolicy,
         remembered_traces: int | None = None,
+        max_bytes: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if idle_timeout_s < 0:
             raise ValueError("idle_timeout_s must not be negative")
         if max_traces < 1 or max_spans_per_trace < 1:
             raise ValueError("max_traces and max_spans_per_trace must be at least 1")
+        if max_bytes is not None and max_bytes < 1:
+            raise ValueError("max_bytes must be at least 1")
         if at_trace_cap not in (EVICT_OLDEST, REFUSE_NEW) or at_span_cap not in (RELEASE_TRACE, REFUSE_SPAN):
             raise ValueError(f"unknown cap policy: {at_trace_cap!r}, {at_span_cap!r}")
         self.max_traces = max_traces
         self.max_spans_per_trace = max_spans_per_trace
+        self.max_bytes = max_bytes
         self.idle_timeout_s = idle_timeout_s
         self._complete_at_local_root = complete_at_local_root
         self._evict_oldest = at_trace_cap == EVICT_OLDEST
@@ -141,6 +167,7 @@ class TraceAssembly(Generic[SpanT]):
         self._released: OrderedDict[Hashable, str] = OrderedDict()
         self._max_released = max(1024, 8 * max_traces) if remembered_traces is None else remembered_traces
         self._held_spans = 0
+        self._held_bytes = 0
         self.counts = AssemblyCounts()
 
     def __len__(self) -> int:
@@ -150,6 +177,11 @@ class TraceAssembly(Generic[SpanT]):
     @property
     def held_spans(self) -> int:
         return self._held_spans
+
+    @property
+    def held_bytes(self) -> int:
+        """Estimated bytes held: the span sizes given, plus ``OPEN_SPAN_BYTES`` per open span."""
+        return self._held_bytes
 
     @property
     def held_traces(self) -> int:
@@ -162,64 +194,81 @@ class TraceAssembly(Generic[SpanT]):
 
     # -- spans coming in -------------------------------------------------------------------
 
-    def span_started(self, trace_id: Hashable, span_id: int) -> Passthrough[SpanT] | None:
-        """Note an open span. Returns spans pushed out to make room, if any."""
+    def span_started(self, trace_id: Hashable, span_id: int) -> list[Passthrough[SpanT]]:
+        """Note an open span. Returns spans pushed out to make room (usually none)."""
+        pushed_out: list[Passthrough[SpanT]] = []
         with self._lock:
             state = self._in_flight.get(trace_id)
             if state is None:
                 if trace_id in self._released:
-                    return None
-                evicted = None
+                    return pushed_out
                 if len(self._in_flight) + len(self._ready) >= self.max_traces:
                     if not self._evict_oldest:
                         # Not held: the span is refused when it ends, unless there is room then.
-                        return None
-                    evicted = self._make_room()
+                        return pushed_out
+                    self._make_room(TRACE_CAP, pushed_out)
                 state = self._in_flight[trace_id] = TraceState(trace_id, self._clock())
+            elif len(state.spans) + len(state.open_span_ids) >= self.max_spans_per_trace:
+                # Not noted: should the trace complete before this span ends, the span is late
+                # and goes out unprofiled, as spans of a trace over its cap do.
+                return pushed_out
+            else:
+                state.last_activity = self._clock()
+                self._in_flight.move_to_end(trace_id)
+            if span_id not in state.open_span_ids:
                 state.open_span_ids.add(span_id)
-                return evicted
-            state.open_span_ids.add(span_id)
-            state.last_activity = self._clock()
-            self._in_flight.move_to_end(trace_id)
-            return None
+                self._held_bytes += OPEN_SPAN_BYTES
+            if self.max_bytes is not None and self._held_bytes > self.max_bytes:
+                self._shed_bytes(trace_id, pushed_out)
+            return pushed_out
 
     def span_ended(
-        self, trace_id: Hashable, span_id: int | None, span: SpanT, is_local_root: bool
+        self, trace_id: Hashable, span_id: int | None, span: SpanT, is_local_root: bool, size: int = 0
     ) -> tuple[list[Passthrough[SpanT]], bool]:
-        """Hold an ended span. Returns the spans to export unprofiled now (usually none) and
-        whether a trace became ready to profile (``take_ready``)."""
+        """Hold an ended span of estimated ``size`` bytes. Returns the spans to export unprofiled
+        now (usually none) and whether a trace became ready to profile (``take_ready``)."""
         passthrough: list[Passthrough[SpanT]] = []
         with self._lock:
             state = self._in_flight.get(trace_id)
             if state is None:
                 reason = self._released.get(trace_id)
                 if reason is not None:
-                    return [self._refuse(reason if reason in (TRACE_CAP, SPAN_CAP) else LATE, span)], False
+                    return [self._refuse(reason if reason in _CAPS else LATE, span, size)], False
                 # A span we never saw start: the profiler was added while it was open, or the
                 # spans arrive ended (serve).
                 if len(self._in_flight) + len(self._ready) >= self.max_traces:
                     if not self._evict_oldest:
-                        return [self._refuse(TRACE_CAP, span)], False
-                    evicted = self._make_room()
-                    if evicted is not None:
-                        passthrough.append(evicted)
+                        return [self._refuse(TRACE_CAP, span, size)], False
+                    self._make_room(TRACE_CAP, passthrough)
                 state = self._in_flight[trace_id] = TraceState(trace_id, self._clock())
-            if span_id is not None:
+            if span_id is not None and span_id in state.open_span_ids:
                 state.open_span_ids.discard(span_id)
+                self._held_bytes -= OPEN_SPAN_BYTES
             if len(state.spans) >= self.max_spans_per_trace:
                 if not self._release_trace:
-                    passthrough.append(self._refuse(SPAN_CAP, span))
+                    passthrough.append(self._refuse(SPAN_CAP, span, size))
                     return passthrough, False
                 del self._in_flight[trace_id]
                 self._release(trace_id, SPAN_CAP)
-                self._held_spans -= len(state.spans)
+                self._forget(state)
                 self.counts.over_span_cap += len(state.spans) + 1
-                passthrough.append(Passthrough(SPAN_CAP, [*state.spans, span]))
+                passthrough.append(Passthrough(SPAN_CAP, [*state.spans, span], state.span_bytes + size))
                 return passthrough, False
+            if self.max_bytes is not None and self._held_bytes + size > self.max_bytes:
+                if not self._evict_oldest:
+                    passthrough.append(self._refuse(MEMORY_CAP, span, size))
+                    return passthrough, False
+                self._shed_bytes(trace_id, passthrough, size)
+                if trace_id not in self._in_flight:
+                    # Its own trace had to go: this span follows it out.
+                    passthrough.append(self._refuse(MEMORY_CAP, span, size))
+                    return passthrough, False
             state.last_activity = self._clock()
             self._in_flight.move_to_end(trace_id)
             state.spans.append(span)
+            state.span_bytes += size
             self._held_spans += 1
+            self._held_bytes += size
             if is_local_root:
                 state.local_root_ended = True
             if self._complete_at_local_root and state.local_root_ended and not state.open_span_ids:
@@ -237,32 +286,58 @@ class TraceAssembly(Generic[SpanT]):
         """
         return self.span_ended(trace_id, None, span, False)[0]
 
-    def _refuse(self, reason: str, span: SpanT) -> Passthrough[SpanT]:
+    def _refuse(self, reason: str, span: SpanT, size: int = 0) -> Passthrough[SpanT]:
         if reason == LATE:
             self.counts.late += 1
         elif reason == TRACE_CAP:
             self.counts.over_trace_cap += 1
+        elif reason == MEMORY_CAP:
+            self.counts.over_memory_cap += 1
         else:
             self.counts.over_span_cap += 1
-        return Passthrough(reason, [span])
+        return Passthrough(reason, [span], size)
+
+    def _forget(self, state: TraceState[SpanT]) -> None:
+        """Take a trace let go of off the held totals."""
+        self._held_spans -= len(state.spans)
+        self._held_bytes -= state.held_bytes
 
     def _release(self, trace_id: Hashable, reason: str) -> None:
         self._released[trace_id] = reason
         if len(self._released) > self._max_released:
             self._released.popitem(last=False)
 
-    def _make_room(self) -> Passthrough[SpanT] | None:
+    def _make_room(self, reason: str, pushed_out: list[Passthrough[SpanT]]) -> bool:
+        """Push the oldest trace out, for ``reason``; False when nothing is held."""
         # The oldest data goes first: a trace waiting to be profiled is older than any in flight.
         if self._ready:
             state = self._ready.popleft()
         elif self._in_flight:
             _, state = self._in_flight.popitem(last=False)
         else:
-            return None
-        self._release(state.trace_id, TRACE_CAP)
-        self._held_spans -= len(state.spans)
-        self.counts.over_trace_cap += len(state.spans)
-        return Passthrough(TRACE_CAP, state.spans)
+            return False
+        self._release(state.trace_id, reason)
+        self._forget(state)
+        if reason == MEMORY_CAP:
+            self.counts.over_memory_cap += len(state.spans)
+        else:
+            self.counts.over_trace_cap += len(state.spans)
+        if state.spans:
+            pushed_out.append(Passthrough(reason, state.spans, state.span_bytes))
+        return True
+
+    def _shed_bytes(self, trace_id: Hashable, pushed_out: list[Passthrough[SpanT]], incoming: int = 0) -> None:
+        """Push the oldest traces out until ``incoming`` more bytes fit; ``trace_id``'s goes last."""
+        assert self.max_bytes is not None
+        while self._held_bytes + incoming > self.max_bytes:
+            oldest = self._ready[0].trace_id if self._ready else next(iter(self._in_flight), None)
+            if oldest is None:
+                return
+            if oldest == trace_id and len(self._ready) + len(self._in_flight) > 1:
+                # The trace that grows is the newest activity: older ones go before it.
+                self._in_flight.move_to_end(trace_id)
+                continue
+            self._make_room(MEMORY_CAP, pushed_out)
 
     # -- traces going out ------------------------------------------------------------------
 
@@ -271,7 +346,8 @@ class TraceAssembly(Generic[SpanT]):
         with self._lock:
             ready = list(self._ready)
             self._ready.clear()
-            self._held_spans -= sum(len(state.spans) for state in ready)
+            for state in ready:
+                self._forget(state)
             return ready
 
     def take_expired(self) -> list[TraceState[SpanT]]:
@@ -285,7 +361,7 @@ class TraceAssembly(Generic[SpanT]):
                     break
                 self._in_flight.popitem(last=False)
                 self._release(state.trace_id, _TIMED_OUT)
-                self._held_spans -= len(state.spans)
+                self._forget(state)
                 expired.append(state)
             return expired
 
@@ -299,6 +375,7 @@ class TraceAssembly(Generic[SpanT]):
             for state in incomplete:
                 self._release(state.trace_id, _FLUSHED)
             self._held_spans = 0
+            self._held_bytes = 0
             return ready, incomplete
 
     def next_expiry(self) -> float | None:

@@ -38,6 +38,8 @@ class ProfilerConfig:
     enrich_spans: bool = True
     console_report: bool = False
     max_operations: int = 100
+    max_buffer_bytes: int = 256 * 1024 * 1024
+    shutdown_timeout_s: float = 30.0
 
     def classifier(self) -> Classifier:
         return make_classifier(self.category_overrides)
@@ -163,6 +165,8 @@ _OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "enrich_spans": (env.OTEL_AGENT_PROFILER_ENRICH_SPANS, _parse_bool),
     "console_report": (env.OTEL_AGENT_PROFILER_CONSOLE_REPORT, _parse_bool),
     "max_operations": (env.OTEL_AGENT_PROFILER_MAX_OPERATIONS, _parse_positive_int),
+    "max_buffer_bytes": (env.OTEL_AGENT_PROFILER_MAX_BUFFER_BYTES, _parse_positive_int),
+    "shutdown_timeout_s": (env.OTEL_AGENT_PROFILER_SHUTDOWN_TIMEOUT, _parse_positive_float),
 }
 
 #: The option names ``resolve_config`` accepts.

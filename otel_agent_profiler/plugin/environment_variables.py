@@ -44,3 +44,13 @@ the process exits."""
 OTEL_AGENT_PROFILER_MAX_OPERATIONS = "OTEL_AGENT_PROFILER_MAX_OPERATIONS"
 """Distinct operation names (models, tools, agents) used as metric attribute values (default
 100); later ones are recorded as ``other``, which keeps metric cardinality bounded."""
+
+OTEL_AGENT_PROFILER_MAX_BUFFER_BYTES = "OTEL_AGENT_PROFILER_MAX_BUFFER_BYTES"
+"""Bytes of spans held at most, estimated (default 268435456, 256 MiB): the spans of traces
+still running plus spans waiting to be handed to the exporters. Over it, the oldest traces are
+exported unprofiled."""
+
+OTEL_AGENT_PROFILER_SHUTDOWN_TIMEOUT = "OTEL_AGENT_PROFILER_SHUTDOWN_TIMEOUT"
+"""Seconds ``shutdown()`` spends profiling what is held and handing it to the exporters (default
+30). Spans the exporters could not take by then are counted and logged as lost; the exporting
+processors are shut down after that, with their own timeouts."""

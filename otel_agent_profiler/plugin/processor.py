@@ -5,10 +5,11 @@ does O(1) work per span: note a span opened, or hold an ended one. When a trace 
 (its local root ended and none of its spans is open) a daemon worker profiles it with the
 analysis core, hands enriched copies of its spans to the downstream processors and records
 the profile metrics. A trace that does not complete within the timeout is profiled with the
-spans that ended; its later spans are exported unprofiled. Spans a memory cap pushes out are
-exported unprofiled too, by the worker: a whole trace handed to a slow exporter must not hold
-up the application's thread. No span is ever dropped by the profiler, and nothing it does raises
-into the app.
+spans that ended; its later spans are exported unprofiled. Spans a cap pushes out are exported
+unprofiled too, by the worker: a whole trace handed to a slow exporter must not hold up the
+application's thread. The worker hands spans over at the pace the exporting processors can take
+them (``downstream.py``); what they cannot take by a deadline is counted and logged. Nothing the
+profiler does raises into the app (README "Delivery guarantees").
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from opentelemetry.context import Context, attach, detach, set_value
+from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from ..adapters.sdk_spans import records_from_spans
 from ..core.analyze import profile_trace
@@ -49,15 +50,23 @@ from ..live.trace_assembly import (
 )
 from ..report.console import write_console_report
 from .config import ProfilerConfig, resolve_config
+from .downstream import Downstream
 from .enriched_span import EnrichedSpan
 from .export_accounting import AccountingSpanExporter
+from .span_size import span_size
 
 _logger = logging.getLogger(__name__)
 
 _TRACE_ID_LIMIT = (1 << 64) - 1
-# Key the OpenTelemetry SDK and instrumentations check to keep exporter traffic untraced.
-_SUPPRESS_INSTRUMENTATION_KEY = "suppress_instrumentation"
 _RECENT_PROFILES = 20
+#: The ``agent_profiler.spans`` outcome of spans the exporting processors could not take: their
+#: queue stayed full (past ``downstream.STALL_S``, or a flush's or shutdown's deadline).
+LOST_DOWNSTREAM_FULL = "lost_downstream_full"
+# How often, at most, the worker logs that spans were lost (they are counted every time).
+_LOST_LOG_INTERVAL_S = 60.0
+# After a shutdown's deadline, how long it waits for the worker to finish handing over (no
+# longer waiting for room) before it shuts the exporting processors down.
+_WORKER_FINISH_S = 5.0
 
 
 class AgentProfilerSpanProcessor(SpanProcessor):
@@ -72,7 +81,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         **options: any of the options in ``otel_agent_profiler.plugin.config.ProfilerConfig``
             (``max_traces``, ``max_spans_per_trace``, ``trace_timeout_s``, ``sample_rate``,
             ``category_overrides``, ``prices``, ``metrics_enabled``, ``enrich_spans``,
-            ``console_report``, ``max_operations``); unset ones come from the
+            ``console_report``, ``max_operations``, ``max_buffer_bytes``, ``shutdown_timeout_s``);
+            unset ones come from the
             ``OTEL_AGENT_PROFILER_*`` environment variables, then the defaults.
 
     Raises:
@@ -88,13 +98,12 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         **options: Any,
     ) -> None:
         self.config: ProfilerConfig = resolve_config(**options)
-        # A tuple, replaced whole when a processor is added, so iterating it on another thread is safe.
-        self._downstream: tuple[SpanProcessor, ...] = tuple(downstream)
+        self._out = Downstream(downstream)
         if span_exporter is not None:
-            self._downstream += (BatchSpanProcessor(AccountingSpanExporter(span_exporter)),)
-        self._downstream_with_on_start = _with_on_start(self._downstream)
+            self._out.add(BatchSpanProcessor(AccountingSpanExporter(span_exporter)))
         self._meter_provider = meter_provider
         self._metrics: ProfileMetrics | None = None
+        self._metrics_on = self.config.metrics_enabled
         self._classifier = self.config.classifier()
         self._sample_bound = round(self.config.sample_rate * _TRACE_ID_LIMIT)
         self._sample_all = self.config.sample_rate >= 1.0
@@ -121,9 +130,18 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             # The newest traces are the ones the application is running: the oldest make room.
             at_trace_cap=EVICT_OLDEST,
             at_span_cap=RELEASE_TRACE,
+            max_bytes=self.config.max_buffer_bytes,
         )
-        # Spans a cap pushed out, for the worker to export. Bounded by construction: they were held.
-        self._pushed_out: deque[Passthrough[ReadableSpan]] = deque()
+        # Spans a cap pushed out, for the worker to export, with their estimated bytes. They count
+        # against max_buffer_bytes with what is held; past it, on_end exports them itself.
+        self._pushed_out: deque[tuple[Passthrough[ReadableSpan], int]] = deque()
+        self._pushed_out_bytes = 0
+        # Spans the exporting processors could not take (LOST_DOWNSTREAM_FULL), and when it was last logged.
+        self._lost = 0
+        self._lost_logged = 0
+        self._lost_logged_at = 0.0
+        # Clock time after which the worker no longer waits for room downstream (set by shutdown).
+        self._give_up_at: float | None = None
         self._wake = threading.Event()
         self._stopping = False
         self._process_lock = threading.Lock()
@@ -140,12 +158,21 @@ class AgentProfilerSpanProcessor(SpanProcessor):
 
     @property
     def downstream(self) -> tuple[SpanProcessor, ...]:
-        return self._downstream
+        return self._out.processors
 
     def add_downstream(self, processor: SpanProcessor) -> None:
         """Hand spans to one more processor (used when wiring up a provider)."""
-        self._downstream_with_on_start = _with_on_start((*self._downstream, processor))
-        self._downstream = (*self._downstream, processor)
+        self._out.add(processor)
+
+    @property
+    def held_bytes(self) -> int:
+        """Estimated bytes of spans held: traces still running and spans waiting to be handed over."""
+        return self._buffer.held_bytes + self._pushed_out_bytes
+
+    @property
+    def lost_spans(self) -> int:
+        """Spans the exporting processors could not take (their queue stayed full); counted, logged."""
+        return self._lost
 
     # -- the application's thread: O(1) per span ----------------------------------------
 
@@ -153,11 +180,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         return self._sample_all or (trace_id & _TRACE_ID_LIMIT) < self._sample_bound
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        for processor in self._downstream_with_on_start:
-            try:
-                processor.on_start(span, parent_context=parent_context)
-            except Exception:
-                report_internal_error("downstream on_start")
+        self._out.on_start(span, parent_context)
         try:
             if self._shutdown:
                 return
@@ -167,9 +190,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             context = span.context
             if not self._sampled(context.trace_id):
                 return
-            evicted = self._buffer.span_started(context.trace_id, context.span_id)
-            if evicted is not None:
-                self._hand_to_worker(evicted)
+            for group in self._buffer.span_started(context.trace_id, context.span_id):
+                self._hand_to_worker(group)
         except Exception:
             report_internal_error("on_start")
 
@@ -187,7 +209,9 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 return
             parent = span.parent
             is_local_root = parent is None or parent.is_remote
-            passthrough, ready = self._buffer.span_ended(context.trace_id, context.span_id, span, is_local_root)
+            passthrough, ready = self._buffer.span_ended(
+                context.trace_id, context.span_id, span, is_local_root, span_size(span)
+            )
         except Exception:
             report_internal_error("on_end")
             self._export((span,))
@@ -203,11 +227,14 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._wake_worker()
 
     def _hand_to_worker(self, group: Passthrough[ReadableSpan]) -> None:
-        self._pushed_out.append(group)
-        if self._stopping:
-            # Shutdown may have drained the queue already: nobody else will export these.
-            self._export_pushed_out()
+        size = group.size
+        if self._stopping or self._buffer.held_bytes + self._pushed_out_bytes + size > self.config.max_buffer_bytes:
+            # Shutdown may have drained the queue already, or the worker is behind by more than
+            # memory allows: handed over here, as the pipeline without the profiler would.
+            self._export_unprofiled(group)
             return
+        self._pushed_out_bytes += size
+        self._pushed_out.append((group, size))
         self._wake_worker()
 
     def _wake_worker(self) -> None:
@@ -237,18 +264,26 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 break
             try:
                 with self._process_lock:
+                    self._out.notice_room()
                     self._export_pushed_out()
                     self._process(self._buffer.take_ready(), complete=True)
                     self._process(self._buffer.take_expired(), complete=False, outcome="timed_out")
                     self._report_sampled_out()
+                    self._log_lost(final=False)
             except Exception:
                 report_internal_error("worker")
 
     def _process(self, states: Iterable[TraceState[ReadableSpan]], *, complete: bool, outcome: str = "") -> None:
         for state in states:
-            self._profile_and_export(state, complete, outcome or "complete")
+            # One trace that fails must not cost the others of the batch.
+            try:
+                self._profile_and_export(state, complete, outcome or "complete")
+            except Exception:
+                report_internal_error("worker")
 
-    def _profile_and_export(self, state: TraceState[ReadableSpan], complete: bool, outcome: str) -> None:
+    def _profile_and_export(
+        self, state: TraceState[ReadableSpan], complete: bool, outcome: str, give_up_at: float | None = None
+    ) -> None:
         spans = state.spans
         if not spans:
             return
@@ -257,7 +292,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             profile = profile_trace(records, self._classifier, self.config.prices)
         except Exception:
             report_internal_error("profiling")
-            self._export_unprofiled(Passthrough(ERROR, spans))
+            self._export_unprofiled(Passthrough(ERROR, spans), give_up_at, paced=True)
             return
         exported: Sequence[ReadableSpan] = spans
         if self.config.enrich_spans:
@@ -275,11 +310,14 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 metrics.count_trace(outcome)
             except Exception:
                 report_internal_error("metrics")
-        self._export(exported)
-        if not self.config.console_report:
-            # Nothing will draw its tree: unlinked, it is freed without the garbage collector.
-            profile.release()
-        self._recent.append(profile)
+        self._export_paced(exported, give_up_at)
+        try:
+            if not self.config.console_report:
+                # Nothing will draw its tree: unlinked, it is freed without the garbage collector.
+                profile.release()
+            self._recent.append(profile)
+        except Exception:
+            report_internal_error("profile release")
 
     def _report_sampled_out(self) -> None:
         # Counted here, off the application's thread, rather than once per span in on_end.
@@ -318,72 +356,113 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         return enriched
 
     def _profile_metrics(self) -> ProfileMetrics | None:
-        if not self.config.metrics_enabled:
+        if not self._metrics_on:
             return None
         if self._metrics is None:
-            self._metrics = ProfileMetrics(self._meter_provider, self.config.max_operations)
+            try:
+                self._metrics = ProfileMetrics(self._meter_provider, self.config.max_operations)
+            except Exception as exc:
+                # The meter provider is the application's: one that cannot make our instruments
+                # costs the metrics, never the spans.
+                self._metrics_on = False
+                _logger.warning(
+                    "otel-agent-profiler: cannot create the profile metrics (%s: %s); spans are still "
+                    "profiled and exported, without metrics",
+                    type(exc).__name__,
+                    exc,
+                )
+                return None
         return self._metrics
+
+    def _count(self, outcome: str, spans: int) -> None:
+        metrics = self._profile_metrics()
+        if metrics is not None:
+            try:
+                metrics.count_spans(outcome, spans)
+            except Exception:
+                report_internal_error("metrics")
 
     # -- export ----------------------------------------------------------------------------
 
     def _export(self, spans: Iterable[ReadableSpan]) -> None:
-        # The exporters' own HTTP calls must not be traced by the app's instrumentation.
-        token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
-        try:
-            for span in spans:
-                for processor in self._downstream:
-                    try:
-                        processor.on_end(span)
-                    except Exception:
-                        report_internal_error("downstream on_end")
-        finally:
-            detach(token)
+        """Hand spans over now: on the application's thread, which never waits for room."""
+        self._out.hand(spans)
 
-    def _export_unprofiled(self, group: Passthrough[ReadableSpan]) -> None:
-        self._export(group.spans)
-        metrics = self._profile_metrics()
-        if metrics is not None:
-            try:
-                metrics.count_spans(group.reason, len(group.spans))
-            except Exception:
-                report_internal_error("metrics")
+    def _export_paced(self, spans: Sequence[ReadableSpan], give_up_at: float | None = None) -> None:
+        """Hand spans over as the exporting processors can take them (the worker, flush, shutdown)."""
+        if give_up_at is None:
+            give_up_at = self._give_up_at
+        lost = self._out.hand_paced(spans, give_up_at)
+        if lost:
+            self._lost += lost
+            self._count(LOST_DOWNSTREAM_FULL, lost)
 
-    def _export_pushed_out(self) -> None:
+    def _export_unprofiled(
+        self, group: Passthrough[ReadableSpan], give_up_at: float | None = None, *, paced: bool = False
+    ) -> None:
+        if paced:
+            self._export_paced(group.spans, give_up_at)
+        else:
+            self._export(group.spans)
+        self._count(group.reason, len(group.spans))
+
+    def _export_pushed_out(self, give_up_at: float | None = None) -> None:
         # popleft is atomic: a group is exported once even if the worker, a flush and an app
         # thread at shutdown drain the queue at the same time.
         while True:
             try:
-                group = self._pushed_out.popleft()
+                group, size = self._pushed_out.popleft()
             except IndexError:
                 return
-            self._export_unprofiled(group)
+            try:
+                self._export_unprofiled(group, give_up_at, paced=True)
+            except Exception:
+                report_internal_error("worker")
+            finally:
+                self._pushed_out_bytes -= size
+
+    def _log_lost(self, *, final: bool) -> None:
+        new = self._lost - self._lost_logged
+        now = time.monotonic()
+        if new and (final or now - self._lost_logged_at >= _LOST_LOG_INTERVAL_S):
+            self._lost_logged = self._lost
+            self._lost_logged_at = now
+            _logger.warning(
+                "otel-agent-profiler: %d spans could not be handed to the exporting processors: their "
+                "queue stayed full (%d in all so far)",
+                new,
+                self._lost,
+            )
 
     # -- flush and shutdown ---------------------------------------------------------------
 
-    def _drain_all(self, deadline: float) -> bool:
+    def _drain_all(self, deadline: float, lock_deadline: float) -> bool:
         """Profile and export everything held; past ``deadline`` export the rest unprofiled.
 
-        Returns False when the deadline cut the work short.
+        Waits for the worker's lock until ``lock_deadline`` (the worker, past the deadline, no
+        longer waits for room downstream, so it lets go soon). Returns False when the deadline
+        cut the work short.
         """
-        remaining = deadline - time.monotonic()
-        if not self._process_lock.acquire(timeout=max(0.0, remaining)):
+        if not self._process_lock.acquire(timeout=max(0.0, lock_deadline - time.monotonic())):
             return False
         on_time = True
         try:
             # What a cap pushed out is older than anything still held.
-            self._export_pushed_out()
+            self._export_pushed_out(deadline)
             ready, incomplete = self._buffer.take_all()
             # Flush and shutdown promise that every ended span is exported, so a trace still
             # running is profiled with what it has; its later spans will be exported unprofiled.
             work = [(state, True, "complete") for state in ready]
             work += [(state, False, "flushed") for state in incomplete]
-            for index, (state, complete, outcome) in enumerate(work):
-                if time.monotonic() >= deadline:
-                    on_time = False
-                    for late_state, _, _ in work[index:]:
-                        self._export_unprofiled(Passthrough(FLUSH_TIMEOUT, late_state.spans))
-                    break
-                self._profile_and_export(state, complete, outcome)
+            for state, complete, outcome in work:
+                try:
+                    if time.monotonic() >= deadline:
+                        on_time = False
+                        self._export_unprofiled(Passthrough(FLUSH_TIMEOUT, state.spans), deadline, paced=True)
+                    else:
+                        self._profile_and_export(state, complete, outcome, deadline)
+                except Exception:
+                    report_internal_error("flush")
             self._report_sampled_out()
         except Exception:
             report_internal_error("flush")
@@ -397,51 +476,42 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         if self._shutdown:
             _logger.warning("otel-agent-profiler: force_flush called after shutdown; ignored")
             return False
-        flushed = self._drain_all(deadline)
-        for processor in self._downstream:
-            remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
-            try:
-                flushed = processor.force_flush(remaining_ms) and flushed
-            except Exception:
-                report_internal_error("downstream force_flush")
-                flushed = False
-        return flushed
+        flushed = self._drain_all(deadline, deadline)
+        return self._out.force_flush(deadline) and flushed
 
     def shutdown(self) -> None:
-        """Profile and export everything pending, then shut the downstream processors down."""
+        """Profile and export everything pending, then shut the downstream processors down.
+
+        Profiling and handing spans over take at most ``shutdown_timeout_s``; spans the exporting
+        processors cannot take by then are counted and logged. They are shut down only after the
+        profiler has handed over everything it will, so none is refused by a closed processor.
+        """
         if self._shutdown:
             return
-        deadline = time.monotonic() + 30.0
+        deadline = time.monotonic() + self.config.shutdown_timeout_s
         # From here on, spans that end pass straight through: none can land in the buffer
         # after it was drained.
         self._shutdown = True
         self._stopping = True
+        self._give_up_at = deadline
         self._wake.set()
         worker = self._worker
         if worker is not None and worker is not threading.current_thread():
             worker.join(timeout=max(0.0, deadline - time.monotonic()))
-        self._drain_all(deadline)
+            if worker.is_alive():
+                # Past the deadline it no longer waits for room; let it finish its hand-over.
+                worker.join(timeout=_WORKER_FINISH_S)
+        self._drain_all(deadline, max(deadline, time.monotonic()) + _WORKER_FINISH_S)
+        self._log_lost(final=True)
         if self.config.console_report:
             self._print_console_report()
-        for processor in self._downstream:
-            try:
-                processor.shutdown()
-            except Exception:
-                report_internal_error("downstream shutdown")
+        self._out.shutdown()
 
     def _print_console_report(self) -> None:
         try:
             write_console_report(sys.stderr, list(self._recent), self._profiled_traces)
         except Exception:
             report_internal_error("console report")
-
-
-# Processors whose on_start is known to do nothing; calling them on the app's thread is waste.
-_NO_OP_ON_START = {SpanProcessor.on_start, BatchSpanProcessor.on_start, SimpleSpanProcessor.on_start}
-
-
-def _with_on_start(processors: Sequence[SpanProcessor]) -> tuple[SpanProcessor, ...]:
-    return tuple(p for p in processors if type(p).on_start not in _NO_OP_ON_START)
 
 
 def _shutdown_at_exit(ref: weakref.ref[AgentProfilerSpanProcessor]) -> None:

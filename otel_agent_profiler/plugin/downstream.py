@@ -1,0 +1,149 @@
+"""Handing spans to the exporting processors at a pace they can take.
+
+Without the profiler, an application ends its spans one at a time, and a ``BatchSpanProcessor``
+exports them while the application runs. The profiler holds a trace until it completes and then
+hands all its spans over at once: 5,000 spans in a burst overrun the batch processor's queue
+(2,048 by default), which drops the oldest ("Queue full, dropping Span"). So the worker waits for
+room in a batching processor's queue before each span, as long as the queue drains. A queue that
+stays full (an exporter that hangs), or a deadline (flush or shutdown) that passes, ends the wait:
+spans that then find no room are not handed over but counted, so what the queue could not take
+is reported rather than dropped without a word. Spans handed over on the application's thread
+(late or sampled-out spans) are never paced: it must not wait on the exporter.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from opentelemetry.context import Context, attach, detach, set_value
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+from .._sdk_internals import batch_queue
+from ..errors import report_internal_error
+
+# Key the OpenTelemetry SDK and instrumentations check to keep exporter traffic untraced.
+_SUPPRESS_INSTRUMENTATION_KEY = "suppress_instrumentation"
+#: How long a full queue may go without draining before the worker stops waiting for it. An
+#: OTLP exporter gives up on a batch within its 10 s timeout, freeing the batch's room in its queue.
+STALL_S = 30.0
+_FIRST_SLEEP_S = 0.0005
+_LONGEST_SLEEP_S = 0.05
+
+# Processors whose on_start is known to do nothing; calling them on the app's thread is waste.
+_NO_OP_ON_START = {SpanProcessor.on_start, BatchSpanProcessor.on_start, SimpleSpanProcessor.on_start}
+
+
+class Downstream:
+    """The processors the profiler hands spans to, each with its queue when it has one."""
+
+    def __init__(self, processors: Sequence[SpanProcessor] = ()) -> None:
+        # Tuples, replaced whole when a processor is added, so iterating them on another thread is safe.
+        self.processors: tuple[SpanProcessor, ...] = ()
+        self._with_on_start: tuple[SpanProcessor, ...] = ()
+        self._queues: tuple[tuple[SpanProcessor, deque[Any] | None], ...] = ()
+        # Queues that stayed full past STALL_S: not waited for again until they have room.
+        self._stalled: set[int] = set()
+        for processor in processors:
+            self.add(processor)
+
+    def add(self, processor: SpanProcessor) -> None:
+        processors = (*self.processors, processor)
+        self._with_on_start = tuple(p for p in processors if type(p).on_start not in _NO_OP_ON_START)
+        self._queues = tuple((p, batch_queue(p)) for p in processors)
+        self.processors = processors
+
+    def on_start(self, span: Span, parent_context: Context | None) -> None:
+        for processor in self._with_on_start:
+            try:
+                processor.on_start(span, parent_context=parent_context)
+            except Exception:
+                report_internal_error("downstream on_start")
+
+    def hand(self, spans: Iterable[ReadableSpan]) -> None:
+        """Hand spans over at once (the application's thread: never waits)."""
+        token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+        try:
+            for span in spans:
+                for processor in self.processors:
+                    try:
+                        processor.on_end(span)
+                    except Exception:
+                        report_internal_error("downstream on_end")
+        finally:
+            detach(token)
+
+    def hand_paced(self, spans: Iterable[ReadableSpan], give_up_at: float | None = None) -> int:
+        """Hand spans over, waiting for room in full queues until ``give_up_at`` (clock time).
+
+        Returns:
+            How many hand-overs found no room and were not made (a span counts once per
+            processor that could not take it).
+        """
+        lost = 0
+        # The exporters' own HTTP calls must not be traced by the app's instrumentation.
+        token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+        try:
+            for span in spans:
+                for processor, queue in self._queues:
+                    if queue is not None and len(queue) >= queue.maxlen and not self._room(queue, give_up_at):  # type: ignore[operator]
+                        lost += 1
+                        continue
+                    try:
+                        processor.on_end(span)
+                    except Exception:
+                        report_internal_error("downstream on_end")
+        finally:
+            detach(token)
+        return lost
+
+    def _room(self, queue: deque[Any], give_up_at: float | None) -> bool:
+        """Wait until ``queue`` has room; False when it stalls or ``give_up_at`` passes first."""
+        maxlen: int = queue.maxlen  # type: ignore[assignment]
+        if id(queue) in self._stalled:
+            return False
+        last_length = len(queue)
+        last_progress = time.monotonic()
+        sleep = _FIRST_SLEEP_S
+        while len(queue) >= maxlen:
+            now = time.monotonic()
+            if give_up_at is not None and now >= give_up_at:
+                return False
+            if len(queue) < last_length:
+                last_progress = now
+            elif now - last_progress >= STALL_S:
+                self._stalled.add(id(queue))
+                return False
+            last_length = len(queue)
+            wait = sleep if give_up_at is None else min(sleep, max(0.0, give_up_at - now))
+            time.sleep(wait)
+            sleep = min(sleep * 2, _LONGEST_SLEEP_S)
+        return True
+
+    def notice_room(self) -> None:
+        """Forget stalls of queues that have room again (called by the worker now and then)."""
+        if self._stalled:
+            for _, queue in self._queues:
+                if queue is not None and id(queue) in self._stalled and len(queue) < queue.maxlen:  # type: ignore[operator]
+                    self._stalled.discard(id(queue))
+
+    def force_flush(self, deadline: float) -> bool:
+        flushed = True
+        for processor in self.processors:
+            remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            try:
+                flushed = processor.force_flush(remaining_ms) and flushed
+            except Exception:
+                report_internal_error("downstream force_flush")
+                flushed = False
+        return flushed
+
+    def shutdown(self) -> None:
+        for processor in self.processors:
+            try:
+                processor.shutdown()
+            except Exception:
+                report_internal_error("downstream shutdown")
