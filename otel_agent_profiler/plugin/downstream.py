@@ -30,6 +30,9 @@ _SUPPRESS_INSTRUMENTATION_KEY = "suppress_instrumentation"
 #: How long a full queue may go without draining before the worker stops waiting for it. An
 #: OTLP exporter gives up on a batch within its 10 s timeout, freeing the batch's room in its queue.
 STALL_S = 30.0
+# Room the application's threads leave in a queue for the worker, which checks for room and then
+# adds a span: so many threads adding at once still cannot overfill it between check and add.
+_SLACK = 64
 _FIRST_SLEEP_S = 0.0005
 _LONGEST_SLEEP_S = 0.05
 
@@ -45,6 +48,7 @@ class Downstream:
         self.processors: tuple[SpanProcessor, ...] = ()
         self._with_on_start: tuple[SpanProcessor, ...] = ()
         self._queues: tuple[tuple[SpanProcessor, deque[Any] | None], ...] = ()
+        self._limits: tuple[tuple[deque[Any], int], ...] = ()
         # Queues that stayed full past STALL_S: not waited for again until they have room.
         self._stalled: set[int] = set()
         for processor in processors:
@@ -54,6 +58,12 @@ class Downstream:
         processors = (*self.processors, processor)
         self._with_on_start = tuple(p for p in processors if type(p).on_start not in _NO_OP_ON_START)
         self._queues = tuple((p, batch_queue(p)) for p in processors)
+        # The application's threads leave room in each queue for the worker (see _SLACK).
+        self._limits = tuple(
+            (queue, queue.maxlen - min(_SLACK, queue.maxlen // 4))  # type: ignore[operator]
+            for _, queue in self._queues
+            if queue is not None
+        )
         self.processors = processors
 
     def on_start(self, span: Span, parent_context: Context | None) -> None:
@@ -63,11 +73,16 @@ class Downstream:
             except Exception:
                 report_internal_error("downstream on_start")
 
-    def hand(self, spans: Iterable[ReadableSpan]) -> None:
-        """Hand spans over at once (the application's thread: never waits)."""
+    def hand(self, spans: Sequence[ReadableSpan]) -> int:
+        """Hand spans over now, in order, while every queue has room (the application's thread:
+        it never waits). Returns how many were handed: the rest found a queue (nearly) full."""
+        limits = self._limits
         token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
         try:
-            for span in spans:
+            for handed, span in enumerate(spans):
+                for queue, limit in limits:
+                    if len(queue) >= limit:
+                        return handed
                 for processor in self.processors:
                     try:
                         processor.on_end(span)
@@ -75,6 +90,7 @@ class Downstream:
                         report_internal_error("downstream on_end")
         finally:
             detach(token)
+        return len(spans)
 
     def hand_paced(self, spans: Iterable[ReadableSpan], give_up_at: float | None = None) -> int:
         """Hand spans over, waiting for room in full queues until ``give_up_at`` (clock time).

@@ -227,15 +227,22 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._wake_worker()
 
     def _hand_to_worker(self, group: Passthrough[ReadableSpan]) -> None:
-        size = group.size
-        if self._stopping or self._buffer.held_bytes + self._pushed_out_bytes + size > self.config.max_buffer_bytes:
-            # Shutdown may have drained the queue already, or the worker is behind by more than
-            # memory allows: handed over here, as the pipeline without the profiler would.
-            self._export_unprofiled(group)
+        """Have the worker export ``group`` (counted as ``group.reason`` unless that is empty)."""
+        size = group.size or sum(map(span_size, group.spans))
+        if not self._stopping and self.held_bytes + size <= self.config.max_buffer_bytes:
+            self._pushed_out_bytes += size
+            self._pushed_out.append((group, size))
+            if self._stopping:
+                # Shutdown may have drained the queue already: nobody else will export these.
+                self._export_pushed_out(give_up_at=time.monotonic())
+            else:
+                self._wake_worker()
             return
-        self._pushed_out_bytes += size
-        self._pushed_out.append((group, size))
-        self._wake_worker()
+        # Shutting down, or the worker is behind by more than memory allows: what the exporting
+        # processors have no room for now is counted as lost rather than pushed into a full queue.
+        if group.reason:
+            self._count(group.reason, len(group.spans))
+        self._add_lost(len(group.spans) - self._out.hand(group.spans))
 
     def _wake_worker(self) -> None:
         self._ensure_worker()
@@ -384,15 +391,20 @@ class AgentProfilerSpanProcessor(SpanProcessor):
 
     # -- export ----------------------------------------------------------------------------
 
-    def _export(self, spans: Iterable[ReadableSpan]) -> None:
-        """Hand spans over now: on the application's thread, which never waits for room."""
-        self._out.hand(spans)
+    def _export(self, spans: Sequence[ReadableSpan]) -> None:
+        """Hand spans over from the application's thread, which never waits: now, when the
+        exporting processors have room for them, else through the worker, which waits for room."""
+        handed = self._out.hand(spans)
+        if handed < len(spans):
+            self._hand_to_worker(Passthrough("", list(spans[handed:])))
 
     def _export_paced(self, spans: Sequence[ReadableSpan], give_up_at: float | None = None) -> None:
         """Hand spans over as the exporting processors can take them (the worker, flush, shutdown)."""
         if give_up_at is None:
             give_up_at = self._give_up_at
-        lost = self._out.hand_paced(spans, give_up_at)
+        self._add_lost(self._out.hand_paced(spans, give_up_at))
+
+    def _add_lost(self, lost: int) -> None:
         if lost:
             self._lost += lost
             self._count(LOST_DOWNSTREAM_FULL, lost)
@@ -400,11 +412,12 @@ class AgentProfilerSpanProcessor(SpanProcessor):
     def _export_unprofiled(
         self, group: Passthrough[ReadableSpan], give_up_at: float | None = None, *, paced: bool = False
     ) -> None:
+        if group.reason:
+            self._count(group.reason, len(group.spans))
         if paced:
             self._export_paced(group.spans, give_up_at)
         else:
             self._export(group.spans)
-        self._count(group.reason, len(group.spans))
 
     def _export_pushed_out(self, give_up_at: float | None = None) -> None:
         # popleft is atomic: a group is exported once even if the worker, a flush and an app
