@@ -463,3 +463,35 @@ def test_chaos_every_span_is_delivered_or_counted(seed: int) -> None:
     if generous:
         # Time enough at shutdown: nothing may be lost but what the exporter itself refused.
         assert lost == 0
+
+
+# -- with the real OTLP exporter and a real collector ---------------------------------------------
+
+
+@pytest.mark.e2e
+def test_over_otlp_a_large_trace_arrives_whole_although_the_collector_starts_late(
+    request: pytest.FixtureRequest,
+) -> None:
+    """The collector is down for the first seconds: the OTLP exporter retries, the queue stays full
+    meanwhile, the profiler waits for room, and every span of a 5,001-span trace arrives."""
+    from backends import Rotel, artifact_dir
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    rotel = Rotel(artifact_dir("faults", request.node.name))
+    exporter = OTLPSpanExporter(endpoint=rotel.grpc_endpoint, insecure=True, timeout=20)
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    profiler = install(provider, metrics_enabled=False)
+    try:
+        sent = one_big_trace(provider.get_tracer("t"), 5_000)
+        time.sleep(2.0)  # the exporter's first attempts fail: nothing listens yet
+        rotel.start()
+        provider.shutdown()
+        spans = rotel.wait_for_spans(lambda spans: len(spans) >= sent, timeout=60, what=f"{sent} spans")
+    finally:
+        rotel.stop()
+    delivered = len({span.span_id for span in spans})
+    report("over OTLP, collector starting late", sent, delivered, profiler.lost_spans)
+    assert delivered == sent
+    assert profiler.lost_spans == 0
+    assert all("agent_profiler.self_time_ms" in span.attributes for span in spans)
