@@ -565,13 +565,13 @@ def _mutate_json(document: Any, rng: random.Random) -> bytes:
             holder = holder[step]
         roll = rng.random()
         if roll < 0.6:
-            holder[path[-1]] = rng.choice(_ODD_VALUES)
+            holder[path[-1]] = copy.deepcopy(rng.choice(_ODD_VALUES))
         elif roll < 0.8:
             holder[path[-1]] = rng.choice(_NON_FINITE)
         elif isinstance(holder, dict):
             del holder[path[-1]]
         else:
-            holder[path[-1]] = [holder[path[-1]]] * 3
+            holder[path[-1]] = [copy.deepcopy(holder[path[-1]]) for _ in range(3)]
     text = json.dumps(document).encode()
     roll = rng.random()
     if roll < 0.1:
@@ -579,6 +579,10 @@ def _mutate_json(document: Any, rng: random.Random) -> bytes:
     elif roll < 0.2:
         text = _flip_bytes(text, rng)
     return text
+
+
+def _json_line() -> bytes:
+    return json.dumps(otlp_doc(otlp_span(sid(5), trace_id="22" * 16))).encode()
 
 
 def _flip_bytes(data: bytes, rng: random.Random) -> bytes:
@@ -594,7 +598,7 @@ def _mutate_proto(data: bytes, rng: random.Random) -> bytes:
     return _flip_bytes(data, rng)
 
 
-FUZZ_CASES = 240
+FUZZ_CASES = 400
 
 
 def test_fuzzed_inputs_never_raise_out_of_analyze(
@@ -605,6 +609,7 @@ def test_fuzzed_inputs_never_raise_out_of_analyze(
         ("otlp.json", lambda: _mutate_json(otlp_with_tokens({"intValue": "12"}), rng)),
         ("jaeger.json", lambda: _mutate_json(jaeger_doc(), rng)),
         ("run.atif.json", lambda: _mutate_json(atif_doc(), rng)),
+        ("lines.jsonl", lambda: _mutate_json(otlp_with_tokens({"doubleValue": 3.0}), rng) + b"\n" + _json_line()),
         ("spans.pb", lambda: _mutate_proto(proto_bytes(otlp_with_tokens({"intValue": "12"})), rng)),
     ]
     outcomes = {0: 0, 2: 0}
@@ -622,6 +627,13 @@ def test_fuzzed_inputs_never_raise_out_of_analyze(
         assert all(str(bad) in line for line in lines), lines
         assert GOOD_TRACE in {t["trace_id"] for t in json.loads(out)["traces"]}
     assert outcomes[0] and outcomes[2], outcomes  # the fuzzing reaches both outcomes
+
+
+def test_an_otlp_json_body_nested_too_deeply_is_a_value_error() -> None:
+    document = _with(otlp_doc(otlp_span(sid(1))), _set((*SPAN0, "attributes", 0, "value"), DEEP))
+    text = json.dumps(document).replace(json.dumps(DEEP), DEEP_TEXT)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        request_from_otlp_json(text)
 
 
 def test_fuzzed_protobuf_requests_never_raise_out_of_the_proto_reader() -> None:

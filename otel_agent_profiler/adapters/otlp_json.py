@@ -80,7 +80,7 @@ def attributes_of(key_values: Any) -> dict[str, AttributeValue]:
         }
     except RecursionError:
         raise ValueError("attribute values nested too deeply") from None
-    except AttributeError:
+    except (AttributeError, KeyError):
         raise TypeError("an attribute is not a {key, value} object") from None
     if not all(type(key) is str for key in attributes):
         raise TypeError("an attribute key is not a string")
