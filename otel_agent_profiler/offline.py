@@ -8,6 +8,7 @@ report unreadable files and profile the same way. Nothing inside a user's proces
 from __future__ import annotations
 
 import gc
+import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +22,13 @@ from .core.categories import classify
 from .core.pricing import PriceTable
 from .core.profile import TraceProfile
 from .core.records import SpanRecord
+from .errors import InternalErrorLog
+
+# The analysis's own bug on one trace must not cost the other traces their report: the trace gets
+# an error line instead. Logged at DEBUG so that a command line never prints a traceback for it.
+_PROFILING_BUGS = InternalErrorLog(
+    logging.getLogger(__name__), "otel-agent-profiler: internal error profiling trace %s", level=logging.DEBUG
+)
 
 #: The phases :func:`load_profiles` reports to its progress, in order.
 READING = "reading"
@@ -118,7 +126,8 @@ def load_profiles(
     only partly, does not stop the others: its error line is collected and, as soon as it is
     known, passed to ``on_error_line`` (after ``progress.close()``, so it lands on a clean line).
     ``progress`` sees a :data:`READING` phase of one step per file and a :data:`PROFILING` phase
-    of one step per trace. The cyclic garbage collector is paused throughout.
+    of one step per trace. A trace the analysis fails on (a bug of ours) gets an error line too,
+    and the others are still profiled. The cyclic garbage collector is paused throughout.
     """
     progress = progress if progress is not None else _NoProgress()
     records: list[SpanRecord] = []
@@ -140,8 +149,16 @@ def load_profiles(
         groups = group_by_trace(records)
         progress.start(PROFILING, len(groups))
         profiles = []
-        for spans in groups.values():
-            profiles.append(profile_trace(spans, classifier, prices))
+        for trace_id, spans in groups.items():
+            try:
+                profiles.append(profile_trace(spans, classifier, prices))
+            except Exception as exc:
+                _PROFILING_BUGS.report("profile_trace", trace_id)
+                line = f"trace {trace_id}: could not be profiled: internal error ({type(exc).__name__}: {exc})"
+                error_lines.append(line)
+                if on_error_line is not None:
+                    progress.close()
+                    on_error_line(line)
             progress.advance()
         # As core.analyze.profile_records orders them.
         profiles.sort(key=lambda p: (p.start_ns, p.trace_id))

@@ -52,7 +52,17 @@ def _timestamp_ns(value: Any) -> int | None:
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1_000_000) * 1000
+    try:
+        when = int(moment.timestamp() * 1_000_000) * 1000
+    except (OverflowError, ValueError):  # the edges of the datetime range, shifted by a time zone
+        return None
+    # Before 1970 is not a time a trace can have (span times are unsigned nanoseconds since then).
+    return when if when >= 0 else None
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` if it is a list, else an empty one: an ATIF field of the wrong type is ignored."""
+    return value if isinstance(value, list) else []
 
 
 def _int(value: Any) -> int | None:
@@ -121,7 +131,7 @@ def _step_records(
 ) -> list[SpanRecord]:
     step_id = step.get("step_id", start)
     metrics = step["metrics"] if isinstance(step.get("metrics"), Mapping) else None
-    calls = [call for call in step.get("tool_calls") or () if isinstance(call, Mapping)]
+    calls = [call for call in _list(step.get("tool_calls")) if isinstance(call, Mapping)]
     parts = (1 if metrics is not None else 0) + len(calls)
     if not parts:
         return []
@@ -171,7 +181,7 @@ def _llm_record(
     parts: list[dict[str, Any]] = []
     if isinstance(step.get("message"), str) and step["message"]:
         parts.append({"type": "text", "content": step["message"]})
-    for call in step.get("tool_calls") or ():
+    for call in _list(step.get("tool_calls")):
         if isinstance(call, Mapping):
             parts.append({"type": "tool_call", "id": call.get("tool_call_id"), "name": call.get("function_name")})
     if parts:
@@ -204,7 +214,7 @@ def _tool_record(
     result = next(
         (
             r
-            for r in observation.get("results") or ()
+            for r in _list(observation.get("results"))
             if isinstance(r, Mapping) and call_id and r.get("source_call_id") == call_id
         ),
         None,

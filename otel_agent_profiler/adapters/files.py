@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 import msgspec
 
 from ..core.records import SpanRecord
-from ..errors import SpanDataError
+from ..errors import InternalErrorLog, SpanDataError
 from .atif import is_atif_document, records_from_atif
 from .jaeger_json import is_jaeger_document, records_from_jaeger
 from .otlp_json import records_from_otlp
@@ -34,6 +35,12 @@ _OTLP_KEYS = frozenset({"resourceSpans", "resourceMetrics", "resourceLogs"})
 
 # How many individual problems one file lists before summarising the rest.
 _MAX_LISTED_PROBLEMS = 3
+
+# A reader's own bug must not cost the other files their report: the file gets an error line
+# instead. Logged at DEBUG so that a command line never prints a traceback for it.
+_READER_BUGS = InternalErrorLog(
+    logging.getLogger(__name__), "otel-agent-profiler: internal error reading %s", level=logging.DEBUG
+)
 
 
 @dataclass
@@ -71,6 +78,13 @@ def _json_error(text: str) -> str:
         if error.pos >= len(text.rstrip()):
             return f"truncated: the JSON ends unexpectedly at line {error.lineno}"
         return f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}"
+    except RecursionError:
+        return "JSON nested too deeply to read"
+    # Valid JSON to the standard library, which reads numbers of any size: msgspec says what it refused.
+    try:
+        msgspec.json.decode(text)
+    except msgspec.DecodeError as error:
+        return f"unreadable JSON: {error}"
     except RecursionError:
         return "JSON nested too deeply to read"
     return "malformed JSON"
@@ -121,7 +135,18 @@ def _decode_otlp(data: bytes) -> list[SpanRecord] | None:
 
 
 def parse_trace_bytes(data: bytes, path: str) -> TraceFile:
-    """Read span records from the contents of a trace file."""
+    """Read span records from the contents of a trace file. Never raises for bad contents."""
+    try:
+        return _parse_trace_bytes(data, path)
+    except RecursionError:
+        return TraceFile(path=path, format=None, problems=["JSON nested too deeply to read"])
+    except Exception as exc:
+        _READER_BUGS.report("parse_trace_bytes", path)
+        problem = f"could not be read: internal error ({type(exc).__name__}: {exc}); please report it"
+        return TraceFile(path=path, format=None, problems=[problem])
+
+
+def _parse_trace_bytes(data: bytes, path: str) -> TraceFile:
     trace_file = TraceFile(path=path, format=None)
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8) :]

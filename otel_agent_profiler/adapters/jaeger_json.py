@@ -13,6 +13,7 @@ from typing import Any
 from ..core.records import AttributeValue, SpanEvent, SpanKind, SpanLink, SpanRecord, StatusCode
 from ..errors import BadIdError, SpanDataError
 from .ids import normalize_id
+from .otlp_records import timestamp_ns
 
 _NS_PER_US = 1000
 _KINDS = {
@@ -39,12 +40,18 @@ def _tag_value(tag: Mapping[str, Any]) -> AttributeValue:
 
 
 def _tags(tags: Any) -> dict[str, AttributeValue]:
-    return {tag["key"]: _tag_value(tag) for tag in tags} if tags else {}
+    if not tags:
+        return {}
+    if not isinstance(tags, list) or not all(isinstance(tag, Mapping) and type(tag.get("key")) is str for tag in tags):
+        raise SpanDataError("tags/fields must be a list of {key, value} objects with string keys")
+    return {tag["key"]: _tag_value(tag) for tag in tags}
 
 
 def _resource_of(process: Mapping[str, Any] | None) -> dict[str, AttributeValue]:
     if not process:
         return {}
+    if not isinstance(process, Mapping):
+        raise SpanDataError("a process is not an object")
     resource = _tags(process.get("tags"))
     if process.get("serviceName"):
         resource["service.name"] = process["serviceName"]
@@ -52,6 +59,8 @@ def _resource_of(process: Mapping[str, Any] | None) -> dict[str, AttributeValue]
 
 
 def _span_record(span: Mapping[str, Any], resources: Mapping[str, dict[str, AttributeValue]]) -> SpanRecord:
+    if not isinstance(span, Mapping):
+        raise SpanDataError("not a span object")
     try:
         trace_id = normalize_id(span.get("traceID"), 16, "traceID")
         span_id = normalize_id(span.get("spanID"), 8, "spanID")
@@ -69,10 +78,14 @@ def _span_record(span: Mapping[str, Any], resources: Mapping[str, dict[str, Attr
     except BadIdError as exc:
         raise SpanDataError(str(exc)) from None
     try:
-        start = int(span["startTime"]) * _NS_PER_US
-        end = start + int(span["duration"]) * _NS_PER_US
-    except (KeyError, TypeError, ValueError):
+        start_us, duration_us = int(span["startTime"]), int(span["duration"])
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise SpanDataError("startTime and duration must be integers of microseconds") from None
+    start = timestamp_ns(start_us * _NS_PER_US, "startTime")
+    end = timestamp_ns(start + duration_us * _NS_PER_US, "startTime + duration")
+    name = span.get("operationName", "")
+    if not isinstance(name, str):
+        raise SpanDataError("operationName is not a string")
 
     attributes = _tags(span.get("tags"))
     kind = _KINDS.get(str(attributes.get("span.kind", "internal")).lower(), SpanKind.INTERNAL)
@@ -89,15 +102,21 @@ def _span_record(span: Mapping[str, Any], resources: Mapping[str, dict[str, Attr
 
     events = []
     for log in span.get("logs") or ():
+        if not isinstance(log, Mapping):
+            raise SpanDataError("a log is not an object")
         fields = _tags(log.get("fields"))
-        name = fields.pop("event", "log")
-        events.append(SpanEvent(str(name), int(log.get("timestamp", 0)) * _NS_PER_US, fields))
+        event_name = fields.pop("event", "log")
+        try:
+            time_us = int(log.get("timestamp", 0))
+        except (TypeError, ValueError, OverflowError):
+            raise SpanDataError("a log's timestamp is not an integer of microseconds") from None
+        events.append(SpanEvent(str(event_name), timestamp_ns(time_us * _NS_PER_US, "a log's timestamp"), fields))
 
     return SpanRecord(
         trace_id,
         span_id,
         parent,
-        span.get("operationName", ""),
+        name,
         start,
         end,
         kind,
@@ -106,7 +125,7 @@ def _span_record(span: Mapping[str, Any], resources: Mapping[str, dict[str, Attr
         attributes,
         tuple(events),
         tuple(links),
-        resources.get(span.get("processID", ""), {}),
+        resources.get(process_id, {}) if isinstance(process_id := span.get("processID", ""), str) else {},
     )
 
 
@@ -116,20 +135,27 @@ def is_jaeger_document(document: Any) -> bool:
 
 
 def records_from_jaeger(document: Mapping[str, Any], problems: list[str]) -> list[SpanRecord]:
-    """Span records of a Jaeger JSON export; unusable spans are described in ``problems``."""
+    """Span records of a Jaeger JSON export; unusable spans, and parts of the document that do not
+    have the shape of one (spans that are not a list, ...), are described in ``problems``."""
     records: list[SpanRecord] = []
     for t, trace in enumerate(document["data"]):
         processes = trace.get("processes") or {}
         try:
+            if not isinstance(processes, Mapping):
+                raise SpanDataError("not an object")
             resources = {key: _resource_of(process) for key, process in processes.items()}
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            problems.append(f"data[{t}].processes: unreadable ({exc!r})")
+            problems.append(f"data[{t}].processes: unreadable ({exc})")
             resources = {}
-        for i, span in enumerate(trace.get("spans") or ()):
+        spans = trace.get("spans") or []
+        if not isinstance(spans, list):
+            problems.append(f"data[{t}].spans is not a list")
+            continue
+        for i, span in enumerate(spans):
             try:
                 records.append(_span_record(span, resources))
             except SpanDataError as exc:
                 problems.append(f"data[{t}].spans[{i}]: {exc}")
-            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            except (AttributeError, KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
                 problems.append(f"data[{t}].spans[{i}]: malformed span ({exc!r})")
     return records

@@ -16,7 +16,7 @@ from ..core.records import AttributeValue, SpanRecord
 from ..errors import BadIdError, SpanDataError
 from .ids import KnownIds, normalize_id, normalize_parent_id
 from .otlp_json import kind_of, status_of
-from .otlp_records import LinkFields, span_record
+from .otlp_records import LinkFields, span_record, timestamp_ns
 
 
 class ArrayValue(msgspec.Struct, frozen=True):
@@ -131,20 +131,24 @@ def _record(span: Span, resource: dict[str, AttributeValue], known: KnownIds) ->
     span_id = known.spans.get(raw) or known.spans.setdefault(raw, normalize_id(raw, 8, "spanId"))
     raw_parent = span.parentSpanId
     parent = (known.spans.get(raw_parent) or normalize_parent_id(raw_parent)) if raw_parent else None
-    end = int(span.endTimeUnixNano) if span.endTimeUnixNano else None
+    end = timestamp_ns(span.endTimeUnixNano, "endTimeUnixNano") if span.endTimeUnixNano else None
     status = span.status
     return span_record(
         (trace_id, span_id, parent),
         span.name,
-        int(span.startTimeUnixNano),
+        timestamp_ns(span.startTimeUnixNano, "startTimeUnixNano"),
         end,
         kind_of(span.kind),
         status_of(0, "") if status is None else status_of(status.code, status.message),
         _attributes(span.attributes),
         resource,
-        ((e.name, int(e.timeUnixNano), _attributes(e.attributes)) for e in span.events) if span.events else (),
+        ((e.name, _event_time(e), _attributes(e.attributes)) for e in span.events) if span.events else (),
         map(_link_fields, span.links) if span.links else (),
     )
+
+
+def _event_time(event: Event) -> int:
+    return timestamp_ns(event.timeUnixNano, "an event's timeUnixNano")
 
 
 def _link_fields(link: Link) -> LinkFields:
@@ -156,8 +160,8 @@ def records_from_typed(data: TracesData) -> list[SpanRecord]:
     """Span records of a decoded document.
 
     Raises ``SpanDataError`` when any span is unusable (a bad id, an unknown enum, a
-    timestamp that is not a number), so the caller can rerun the tolerant reader, which
-    says which spans and why.
+    timestamp that is not a number or out of range, values nested too deeply), so the caller
+    can rerun the tolerant reader, which says which spans and why.
     """
     records: list[SpanRecord] = []
     append = records.append
@@ -168,6 +172,6 @@ def records_from_typed(data: TracesData) -> list[SpanRecord]:
             for scope_spans in resource_spans.scopeSpans or resource_spans.instrumentationLibrarySpans:
                 for span in scope_spans.spans:
                     append(_record(span, resource, known))
-    except (BadIdError, ValueError, TypeError) as exc:
+    except (BadIdError, ValueError, TypeError, RecursionError) as exc:
         raise SpanDataError(str(exc)) from exc
     return records

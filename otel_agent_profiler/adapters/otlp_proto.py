@@ -199,7 +199,10 @@ def request_from_otlp_json(data: bytes | str) -> ExportTraceServiceRequest:
     converted first. Unknown fields are ignored, as OTLP receivers must. Raises ``ValueError``
     (``json.JSONDecodeError``, ``SpanDataError`` or protobuf's ``ParseError``) for a bad body.
     """
-    document = json.loads(data)
+    try:
+        document = json.loads(data)
+    except RecursionError:
+        raise SpanDataError("the body is nested too deeply") from None
     if not isinstance(document, dict):
         raise SpanDataError("the body is not a JSON object")
     try:
@@ -216,4 +219,6 @@ def request_from_otlp_json(data: bytes | str) -> ExportTraceServiceRequest:
         json_format.ParseDict(document, message, ignore_unknown_fields=True)
     except json_format.ParseError as exc:
         raise SpanDataError(str(exc)) from None
+    except RecursionError:
+        raise SpanDataError("the body is nested too deeply") from None
     return message

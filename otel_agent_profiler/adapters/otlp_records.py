@@ -31,6 +31,36 @@ EventFields = tuple[str, int, dict[str, AttributeValue]]
 LinkFields = tuple[str, str, dict[str, AttributeValue]]
 
 
+#: Timestamps are unsigned 64-bit nanoseconds since the epoch (OTLP's fixed64): anything outside
+#: is no time at all, and would overflow the float milliseconds of the reports.
+TIMESTAMP_LIMIT_NS = 2**64
+
+
+def timestamp_ns(raw: object, what: str) -> int:
+    """A timestamp in ns since the epoch from an integer or a decimal string.
+
+    Raises ``SpanDataError`` naming ``what`` for anything else: not a number, negative, or
+    beyond 64 bits (a float in range is truncated to whole nanoseconds).
+    """
+    try:
+        value: int = int(raw)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        raise SpanDataError(f"{what} must be an integer of nanoseconds, got {_short(raw)}") from None
+    if 0 <= value < TIMESTAMP_LIMIT_NS and raw is not True:
+        return value
+    if isinstance(raw, bool):
+        raise SpanDataError(f"{what} must be an integer of nanoseconds, got {raw!r}")
+    raise SpanDataError(f"{what} is out of range (not 0 to 2^64 ns since 1970): {_short(raw)}")
+
+
+def _short(raw: object) -> str:
+    try:
+        text = repr(raw)
+    except ValueError:  # an int too long for Python to print
+        return "a number of thousands of digits"
+    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
+
+
 def kind_from_number(number: int) -> SpanKind:
     """The span kind of an OTLP kind number; raises ``SpanDataError`` for an unknown one."""
     kind = KINDS_BY_NUMBER.get(number)

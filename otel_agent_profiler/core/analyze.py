@@ -10,7 +10,7 @@ from .categories import EMBEDDING, LLM, classify
 from .critical_path import assign_critical_path
 from .genai import is_streaming, model_of, operation_of, time_to_first_token_ns, token_usage_of
 from .pricing import PriceTable
-from .profile import TraceProfile
+from .profile import Anomaly, TraceProfile
 from .records import AttributeValue, SpanRecord
 from .self_time import assign_self_times
 
@@ -29,6 +29,7 @@ def profile_trace(
     if not records:
         raise ValueError("a trace needs at least one span")
     spans, roots, anomalies = build_tree(records)
+    unusable_counts: list[str] = []
     for span in spans:
         record = span.record
         attributes = record.attributes
@@ -38,13 +39,20 @@ def profile_trace(
             # For model calls the operation is the model.
             model = span.model = model_of(attributes)
             span.operation = model or record.name
-            span.tokens = token_usage_of(attributes)
+            span.tokens = token_usage_of(attributes, unusable_counts)
+            if unusable_counts:
+                detail = f"{', '.join(unusable_counts)}: not a finite 64-bit token count, treated as absent"
+                anomalies.append(Anomaly("unusable_token_count", record.span_id, detail))
+                unusable_counts.clear()
             if category == LLM:
                 ttft = time_to_first_token_ns(span.start_ns, attributes, record.events)
                 span.time_to_first_token_ns = ttft
                 span.streaming = ttft is not None or is_streaming(attributes)
         else:
             span.operation = operation_of(category, record.name, attributes)
+    # In build_tree's order, whatever was added since.
+    if anomalies:
+        anomalies.sort(key=lambda anomaly: (anomaly.kind, anomaly.span_id))
     assign_self_times(spans)
     assign_critical_path(roots)
     mark_nested_llm_duplicates(spans)

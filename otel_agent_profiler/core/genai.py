@@ -6,6 +6,7 @@ Each fact has several spellings across the GenAI, OpenInference and Traceloop co
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -83,22 +84,40 @@ def _first_str(attributes: Mapping[str, AttributeValue], keys: Sequence[str]) ->
     return None
 
 
-def _first_int(attributes: Mapping[str, AttributeValue], keys: Sequence[str]) -> int:
+# Token counts are 64-bit integers wherever they are recorded (OTLP's intValue, Jaeger's int64):
+# a count beyond that, like a NaN or an infinity, is corrupt data, not usage.
+_COUNT_LIMIT = 2**63
+
+
+def _usable_count(value: int) -> bool:
+    return -_COUNT_LIMIT < value < _COUNT_LIMIT
+
+
+def _first_int(attributes: Mapping[str, AttributeValue], keys: Sequence[str], unusable: list[str] | None) -> int:
     for key in keys:
         value = attributes.get(key)
-        if value is None:
+        if value is None or isinstance(value, bool):
             continue
-        if type(value) is int:
-            return value
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, float):
-            return int(value)
-        if isinstance(value, str):
+        if isinstance(value, int):
+            number = value
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                if unusable is not None:
+                    unusable.append(f"{key}={value!r}")
+                continue
+            number = int(value)
+        elif isinstance(value, str):
             try:
-                return int(value)
+                number = int(value)
             except ValueError:
                 continue
+        else:
+            continue
+        if not _usable_count(number):
+            if unusable is not None:
+                unusable.append(f"{key} beyond 64 bits")
+            continue
+        return number
     return 0
 
 
@@ -139,24 +158,36 @@ def operation_of(category: str, name: str, attributes: Mapping[str, AttributeVal
     return found or name
 
 
-def token_usage_of(attributes: Mapping[str, AttributeValue]) -> TokenUsage | None:
-    """Token usage recorded on a span, or ``None`` when it records none."""
+def token_usage_of(attributes: Mapping[str, AttributeValue], unusable: list[str] | None = None) -> TokenUsage | None:
+    """Token usage recorded on a span, or ``None`` when it records none.
+
+    A count that is not a finite number within 64 bits (a NaN, an infinity, a number hundreds
+    of digits long) is treated as absent; when ``unusable`` is given, each such attribute is
+    described in it (``"gen_ai.usage.input_tokens=nan"``).
+    """
     # Fast path: the spellings opentelemetry-instrumentation-openai writes.
     input_tokens = attributes.get("gen_ai.usage.input_tokens")
     output_tokens = attributes.get("gen_ai.usage.output_tokens")
-    if type(input_tokens) is int and type(output_tokens) is int:
+    if (
+        type(input_tokens) is int
+        and type(output_tokens) is int
+        and -_COUNT_LIMIT < input_tokens < _COUNT_LIMIT
+        and -_COUNT_LIMIT < output_tokens < _COUNT_LIMIT
+    ):
         cached = attributes.get("gen_ai.usage.cache_read.input_tokens")
         reasoning = attributes.get("gen_ai.usage.reasoning.output_tokens")
         if reasoning is None:
             reasoning = attributes.get("gen_ai.usage.reasoning_tokens")
-        if (cached is None or type(cached) is int) and (reasoning is None or type(reasoning) is int):
+        if (cached is None or (type(cached) is int and _usable_count(cached))) and (
+            reasoning is None or (type(reasoning) is int and _usable_count(reasoning))
+        ):
             if not (input_tokens or output_tokens or cached or reasoning):
                 return None
             return TokenUsage(input_tokens, output_tokens, cached or 0, reasoning or 0)
-    input_tokens = _first_int(attributes, _INPUT_TOKEN_KEYS)
-    output_tokens = _first_int(attributes, _OUTPUT_TOKEN_KEYS)
-    cached = _first_int(attributes, _CACHED_INPUT_TOKEN_KEYS)
-    reasoning = _first_int(attributes, _REASONING_TOKEN_KEYS)
+    input_tokens = _first_int(attributes, _INPUT_TOKEN_KEYS, unusable)
+    output_tokens = _first_int(attributes, _OUTPUT_TOKEN_KEYS, unusable)
+    cached = _first_int(attributes, _CACHED_INPUT_TOKEN_KEYS, unusable)
+    reasoning = _first_int(attributes, _REASONING_TOKEN_KEYS, unusable)
     if not (input_tokens or output_tokens or cached or reasoning):
         return None
     return TokenUsage(input_tokens, output_tokens, cached, reasoning)
@@ -184,5 +215,9 @@ def time_to_first_token_ns(
             return max(0, first - start_ns)
     seconds = attributes.get(_TTFC_SECONDS_KEY)
     if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0:
-        return round(seconds * 1e9)
+        # A NaN fails the comparison above; an infinity, or a float too large for the product, is no time.
+        nanoseconds = seconds * 1e9
+        if math.isfinite(nanoseconds):
+            return round(nanoseconds)
+    return None
     return None

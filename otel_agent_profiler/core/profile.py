@@ -91,7 +91,7 @@ class Anomaly:
     """Something wrong with a trace's data that the analysis worked around."""
 
     #: One of: ``duplicate_span_id``, ``cycle``, ``unended_span``, ``negative_duration``,
-    #: ``missing_parent``.
+    #: ``missing_parent``, ``unusable_token_count``.
     kind: str
     span_id: str
     detail: str
