@@ -331,22 +331,26 @@ def test_stalled_clients_hold_a_bounded_number_of_threads_released_by_the_read_t
     config.max_connections = 20
     with ProfilingService(config) as service:
         baseline = threading.active_count()
-        stalled = []
-        for i in range(100):
-            client = socket.create_connection(("127.0.0.1", service.http_port))
-            if i % 2:  # headers complete, body stalls
-                client.sendall(b"POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n")
-                client.sendall(b"Content-Length: 1000\r\n\r\nabc")
-            else:  # headers stall
-                client.sendall(b"POST /v1/traces HTTP/1.1\r\n")
-            stalled.append(client)
-        time.sleep(0.3)
-        assert threading.active_count() <= baseline + 20 + 2
-        wait_until(lambda: threading.active_count() <= baseline + 1, 5, "stalled connections to time out")
-        sender = Sender(service.http_port)
-        assert sender.send(_request(3)) == 200
-        for client in stalled:
-            client.close()
+        stalled: list[socket.socket] = []
+        try:
+            for i in range(100):
+                client = socket.create_connection(("127.0.0.1", service.http_port))
+                stalled.append(client)
+                if i % 2:  # headers complete, body stalls
+                    client.sendall(b"POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n")
+                    client.sendall(b"Content-Length: 1000\r\n\r\nabc")
+                else:  # headers stall
+                    client.sendall(b"POST /v1/traces HTTP/1.1\r\n")
+            time.sleep(0.3)
+            assert threading.active_count() <= baseline + 20 + 2
+            with socket.create_connection(("127.0.0.1", service.http_port), timeout=5) as extra:
+                answer = extra.recv(4096)  # over the bound: answered at once, not queued behind the stalled ones
+            assert answer.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in answer
+            wait_until(lambda: threading.active_count() <= baseline + 1, 5, "stalled connections to time out")
+            assert Sender(service.http_port).send(_request(3)) == 200
+        finally:
+            for client in stalled:
+                client.close()
 
 
 def _raw_post(port: int, headers: dict[str, str], body: bytes, *, length: int | None = None) -> tuple[int, bytes]:

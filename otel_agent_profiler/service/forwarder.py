@@ -225,15 +225,26 @@ class Forwarder:
                 if not retryable(exc):
                     logger.warning("%d spans not delivered: the upstream rejected them (%s)", count, _describe(exc))
                     return False
-                with self._cond:
-                    if self._cond.wait_for(self._past_deadline, timeout=backoff):
-                        return None
+                if self._wait_to_retry(time.monotonic() + backoff):
+                    return None
                 backoff = min(backoff * 2, self._max_backoff)
             else:
                 if self.failing:
                     logger.info("upstream back after %d attempts", attempt)
                 self.failing = False
                 return True
+
+    def _wait_to_retry(self, retry_at: float) -> bool:
+        """Sleep until ``retry_at``; True (do not retry) when the shutdown deadline comes first."""
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                if self._deadline is not None and now >= self._deadline:
+                    return True
+                if now >= retry_at:
+                    return False
+                until = retry_at if self._deadline is None else min(retry_at, self._deadline)
+                self._cond.wait(until - now)
 
     def close(self, timeout_s: float = 10.0, export_timeout_s: float = 10.0) -> int:
         """Send what is queued for up to ``timeout_s``, then stop; returns the spans not delivered (in all).

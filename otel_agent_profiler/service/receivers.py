@@ -113,6 +113,9 @@ class BearerToken:
 class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # Connections waiting to be accepted (socketserver's default is 5): a burst is accepted, then
+    # served or answered 503, rather than left to the kernel's retransmissions.
+    request_queue_size = 128
 
     def __init__(
         self,
