@@ -177,7 +177,9 @@ class ProfilingService:
         if self.pipeline.forwarder is not None:
             self.pipeline.forwarder.close(max(0.0, deadline - time.monotonic()), self.config.export_timeout_s)
         if self._meter_provider is not None:
-            self._meter_provider.shutdown()
+            # The last metrics get what is left of the grace (at least a second), not the exporter's own timeout.
+            remaining_s = max(1.0, deadline - time.monotonic())
+            self._meter_provider.shutdown(timeout_millis=remaining_s * 1000)
             self._meter_provider = None
 
     def __enter__(self) -> ProfilingService:

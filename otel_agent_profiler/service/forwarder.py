@@ -219,12 +219,13 @@ class Forwarder:
             try:
                 self._exporter.export(request)
             except Exception as exc:
+                if not retryable(exc):
+                    self.failing = True
+                    logger.warning("%d spans not delivered: the upstream rejected them (%s)", count, _describe(exc))
+                    return False
                 if not self.failing:
                     logger.warning("upstream failed (%s); holding spans and retrying", _describe(exc))
                 self.failing = True
-                if not retryable(exc):
-                    logger.warning("%d spans not delivered: the upstream rejected them (%s)", count, _describe(exc))
-                    return False
                 if self._wait_to_retry(time.monotonic() + backoff):
                     return None
                 backoff = min(backoff * 2, self._max_backoff)
