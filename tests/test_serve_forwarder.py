@@ -62,7 +62,8 @@ def test_retryable_failures_are_retried_for_as_long_as_the_upstream_fails() -> N
     forwarder.submit(_request(2))
     forwarder.submit(_request(1))  # waits behind the first batch
     _wait(lambda: forwarder.forwarded == 3)
-    assert exporter.calls == 32 and forwarder.failed == 0 and not forwarder.failing
+    assert exporter.calls in (31, 32)  # 32 when the second batch came too late to be merged with the first
+    assert forwarder.failed == 0 and not forwarder.failing
     forwarder.close(1)
 
 
@@ -94,7 +95,7 @@ def test_close_sends_what_is_queued() -> None:
         forwarder.submit(_request(2))
     forwarder.submit(_request(0))  # empty batches are not sent
     forwarder.close(5)
-    assert forwarder.forwarded == 10 and exporter.calls == 5
+    assert forwarder.forwarded == 10 and 1 <= exporter.calls <= 5  # batches waiting are sent together
 
 
 def test_retryable_classification() -> None:
@@ -115,3 +116,14 @@ def test_upstream_urls() -> None:
         http_traces_url("ftp://collector")
     with pytest.raises(ValueError):
         grpc_target("http://collector")
+
+
+def test_batches_waiting_for_a_failing_upstream_are_sent_together() -> None:
+    exporter = ScriptedExporter(*[ConnectionRefusedError()] * 5)
+    forwarder = Forwarder(exporter, initial_backoff_s=0.05, max_backoff_s=0.05)
+    for _ in range(40):
+        forwarder.submit(_request(50))
+    _wait(lambda: forwarder.forwarded == 2000)
+    # 5 failures of the first batch, then 2 requests of 1000 spans, or 3 if the first was taken alone.
+    assert exporter.calls <= 5 + 3
+    forwarder.close(1)

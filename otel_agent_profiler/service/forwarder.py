@@ -1,6 +1,7 @@
 """Forwarding span batches to an upstream OTLP endpoint (gRPC or HTTP/protobuf), retried until delivered.
 
-Batches wait in a queue served by one thread, in order. A batch whose export fails with a
+Batches wait in a queue served by one thread, in order (those waiting are merged into requests
+of up to ``MERGE_UP_TO_SPANS`` spans). A batch whose export fails with a
 retryable error (network errors, gRPC UNAVAILABLE, HTTP 429/502/503/504, ...) is retried with
 exponential backoff for as long as it takes: what the queue holds is bounded by the pipeline,
 which refuses new data at its limits, so retrying never grows memory. A batch the upstream
@@ -129,6 +130,9 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+#: Batches waiting in the queue are sent together, in requests of up to this many spans.
+MERGE_UP_TO_SPANS = 1000
+
 #: Called with each batch's outcome: (delivered, span count, estimated bytes).
 OnDone = Callable[[bool, int, int], None]
 
@@ -186,6 +190,7 @@ class Forwarder:
                     self._cond.wait()
                 if not self._queue or self._past_deadline():
                     return
+                self._merge_head()
                 request, count, size = self._queue[0]
                 self._in_flight = True
             delivered = self._send(request, count)
@@ -201,6 +206,22 @@ class Forwarder:
                     self._queue.appendleft((request, count, size))
                     self._pending += count
                 self._cond.notify_all()
+
+    def _merge_head(self) -> None:
+        """Make the first batch one request of the batches waiting, up to ``MERGE_UP_TO_SPANS`` spans.
+
+        A slow upstream then gets fewer, larger requests instead of a backlog of small ones.
+        """
+        if len(self._queue) < 2 or self._queue[0][1] + self._queue[1][1] > MERGE_UP_TO_SPANS:
+            return
+        merged = ExportTraceServiceRequest()
+        count = size = 0
+        while self._queue and count + self._queue[0][1] <= MERGE_UP_TO_SPANS:
+            request, spans, size_bytes = self._queue.popleft()
+            merged.resource_spans.extend(request.resource_spans)
+            count += spans
+            size += size_bytes
+        self._queue.appendleft((merged, count, size))
 
     def _settle(self, delivered: bool, count: int, size: int) -> None:
         if delivered:
