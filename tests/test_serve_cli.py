@@ -19,6 +19,8 @@ OPTIONS = (
     "--max-spans-per-trace",
     "--max-request-bytes",
     "--max-pending-spans",
+    "--max-memory-mib",
+    "--shutdown-grace",
     "--metrics-interval",
 )
 
@@ -48,6 +50,7 @@ def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert args.upstream is None and args.upstream_protocol == "grpc"
     assert (args.quiet_period, args.max_traces, args.max_spans_per_trace) == (5.0, 1000, 10_000)
     assert args.max_request_bytes == 4 * 1024 * 1024
+    assert (args.max_memory_mib, args.shutdown_grace) == (256, 30.0)
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
@@ -66,6 +69,8 @@ def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ["--quiet-period", "nan"],
         ["--max-traces", "0"],
         ["--max-request-bytes", "0"],
+        ["--max-memory-mib", "0"],
+        ["--shutdown-grace", "-1"],
         ["--upstream-protocol", "thrift"],
     ],
 )

@@ -235,7 +235,7 @@ def test_upstream_down_gives_senders_the_retryable_status(protocol: str) -> None
         upstream=down,
         upstream_protocol=protocol,
         export_timeout_s=1,
-        max_attempts=50,
+        shutdown_grace_s=1,
         pipeline=PipelineConfig(quiet_period_s=0.05, max_pending_spans=5),
     )
     provider = TracerProvider()
@@ -263,8 +263,10 @@ def test_upstream_down_gives_senders_the_retryable_status(protocol: str) -> None
         wait_until(unavailable, 15, "gRPC UNAVAILABLE")
         status, headers = _post(service.http_port, body)
         assert status == 503 and headers["Retry-After"] == "1"
-        health = _health(service.http_port)
-        assert health["status"] == "degraded"
+        # Pushed back as soon as the cap is reached, maybe before the first export attempt has failed.
+        health = wait_until(
+            lambda: (h := _health(service.http_port))["status"] == "degraded" and h, 10, "degraded status"
+        )
         assert health["counts"]["forwarded"] == 0 and health["counts"]["rejected_requests"] >= 2
     # Stopped: what could not be forwarded is counted as failed, nothing hangs.
     assert service.pipeline.forwarder is not None

@@ -1,4 +1,5 @@
-"""The forwarder's bounded retries and the upstream URL handling, with a scripted exporter."""
+"""The forwarder's retries (until delivered or rejected for good) and the upstream URL handling, with a scripted
+exporter."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def _wait(predicate: object, timeout: float = 5.0) -> None:
 
 def test_retries_retryable_failures_then_forwards() -> None:
     exporter = ScriptedExporter(ConnectionRefusedError(), ConnectionRefusedError())
-    forwarder = Forwarder(exporter, max_attempts=5, initial_backoff_s=0.01)
+    forwarder = Forwarder(exporter, initial_backoff_s=0.01)
     forwarder.submit(_request(3))
     _wait(lambda: forwarder.forwarded == 3)
     assert exporter.calls == 3 and forwarder.failed == 0 and not forwarder.failing
@@ -55,22 +56,32 @@ def test_retries_retryable_failures_then_forwards() -> None:
     assert exporter.closed
 
 
-def test_gives_up_after_max_attempts_and_counts_failed() -> None:
-    exporter = ScriptedExporter(*[ConnectionRefusedError()] * 3)
-    forwarder = Forwarder(exporter, max_attempts=3, initial_backoff_s=0.01)
+def test_retryable_failures_are_retried_for_as_long_as_the_upstream_fails() -> None:
+    exporter = ScriptedExporter(*[ConnectionRefusedError()] * 30)
+    forwarder = Forwarder(exporter, initial_backoff_s=0.001, max_backoff_s=0.01)
     forwarder.submit(_request(2))
-    _wait(lambda: forwarder.failed == 2)
-    assert exporter.calls == 3 and forwarder.failing
-    forwarder.submit(_request(1))  # the next batch goes out once the upstream is back
-    _wait(lambda: forwarder.forwarded == 1)
-    assert not forwarder.failing
+    forwarder.submit(_request(1))  # waits behind the first batch
+    _wait(lambda: forwarder.forwarded == 3)
+    assert exporter.calls in (31, 32)  # 32 when the second batch came too late to be merged with the first
+    assert forwarder.failed == 0 and not forwarder.failing
     forwarder.close(1)
+
+
+def test_close_counts_what_the_grace_period_could_not_deliver() -> None:
+    exporter = ScriptedExporter(*[ConnectionRefusedError()] * 1000)
+    forwarder = Forwarder(exporter, initial_backoff_s=0.01, max_backoff_s=0.01)
+    forwarder.submit(_request(2))
+    forwarder.submit(_request(3))
+    started = time.monotonic()
+    assert forwarder.close(0.2) == 5
+    assert 0.2 <= time.monotonic() - started < 2
+    assert forwarder.failed == 5 and forwarder.forwarded == 0 and forwarder.pending_spans == 0
 
 
 def test_non_retryable_failure_is_not_retried() -> None:
     bad_request = urllib.error.HTTPError("http://x/v1/traces", 400, "Bad Request", Message(), None)
     exporter = ScriptedExporter(bad_request)
-    forwarder = Forwarder(exporter, max_attempts=5, initial_backoff_s=0.01)
+    forwarder = Forwarder(exporter, initial_backoff_s=0.01)
     forwarder.submit(_request(1))
     _wait(lambda: forwarder.failed == 1)
     assert exporter.calls == 1
@@ -84,7 +95,7 @@ def test_close_sends_what_is_queued() -> None:
         forwarder.submit(_request(2))
     forwarder.submit(_request(0))  # empty batches are not sent
     forwarder.close(5)
-    assert forwarder.forwarded == 10 and exporter.calls == 5
+    assert forwarder.forwarded == 10 and 1 <= exporter.calls <= 5  # batches waiting are sent together
 
 
 def test_retryable_classification() -> None:
@@ -105,3 +116,14 @@ def test_upstream_urls() -> None:
         http_traces_url("ftp://collector")
     with pytest.raises(ValueError):
         grpc_target("http://collector")
+
+
+def test_batches_waiting_for_a_failing_upstream_are_sent_together() -> None:
+    exporter = ScriptedExporter(*[ConnectionRefusedError()] * 5)
+    forwarder = Forwarder(exporter, initial_backoff_s=0.05, max_backoff_s=0.05)
+    for _ in range(40):
+        forwarder.submit(_request(50))
+    _wait(lambda: forwarder.forwarded == 2000)
+    # 5 failures of the first batch, then 2 requests of 1000 spans, or 3 if the first was taken alone.
+    assert exporter.calls <= 5 + 3
+    forwarder.close(1)

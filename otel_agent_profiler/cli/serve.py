@@ -19,8 +19,12 @@ DESCRIPTION = (
     "period, and forward the spans with the agent_profiler.* attributes, and the profile metrics, to "
     "the upstream OTLP endpoint. Spans over a cap or arriving after their trace was profiled are "
     "forwarded unprofiled. Also serves GET /health, /profiles and /profiles/TRACE_ID on the HTTP port. "
-    "Stops on Ctrl-C or SIGTERM after profiling and forwarding what it holds. TLS and a bearer token are "
-    "optional and off by default."
+    "A 200 / OK means the spans are held until delivered: while the upstream fails they are retried with "
+    "backoff, and at --max-pending-spans or --max-memory-mib senders get 503 with Retry-After / UNAVAILABLE. "
+    "HTTP connections: at most 100 at once, closed after 10 s without data. "
+    "Stops on Ctrl-C or SIGTERM after profiling and forwarding what it holds, for up to --shutdown-grace "
+    "seconds; exits 1 if spans it accepted could not be delivered (logged with their count). TLS and a "
+    "bearer token are optional and off by default."
 )
 
 
@@ -86,8 +90,24 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=100_000,
         metavar="N",
-        help="spans held and waiting to be forwarded past which, while the upstream fails, senders are "
-        "answered 503 / UNAVAILABLE (default: %(default)s)",
+        help="spans held (assembling, or waiting to be forwarded) past which senders are answered 503 / "
+        "UNAVAILABLE until some are delivered (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--max-memory-mib",
+        type=positive_int,
+        default=256,
+        metavar="N",
+        help="MiB of span data held (estimated from the serialized OTLP size of the spans received) past "
+        "which senders are answered 503 / UNAVAILABLE (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--shutdown-grace",
+        type=non_negative_float,
+        default=30.0,
+        metavar="S",
+        help="seconds Ctrl-C or SIGTERM keeps forwarding what is held; an export in flight then is waited "
+        "for; what is left is counted as not delivered (default: %(default)s)",
     )
     serve.add_argument(
         "--metrics-interval",
@@ -161,7 +181,9 @@ def run(args: argparse.Namespace) -> int:
             max_traces=args.max_traces,
             max_spans_per_trace=args.max_spans_per_trace,
             max_pending_spans=args.max_pending_spans,
+            max_held_bytes=args.max_memory_mib * 1024 * 1024,
         ),
+        shutdown_grace_s=args.shutdown_grace,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         bearer_token=token,

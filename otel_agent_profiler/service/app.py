@@ -1,8 +1,10 @@
 """Starting and stopping the whole service: receivers, pipeline, forwarder and metrics.
 
 ``ProfilingService(config).start()`` binds the ports (0 picks free ones; the bound ports are
-``http_port``/``grpc_port``); ``stop()`` stops receiving, profiles and forwards what is held,
-flushes the metrics and closes everything. ``run(config)`` does both around SIGINT/SIGTERM.
+``http_port``/``grpc_port``); ``stop()`` stops receiving, profiles and forwards what is held
+(for up to ``shutdown_grace_s``; what is still undelivered then is counted as failed), flushes the
+metrics and closes everything. ``run(config)`` does both around SIGINT/SIGTERM and exits 1 when
+spans it accepted were not delivered.
 
 ``tls_cert``/``tls_key`` (PEM files, both or neither) put both receivers on TLS; ``bearer_token``
 makes every request but ``GET /health`` need ``Authorization: Bearer <token>``. Both are off by
@@ -16,6 +18,7 @@ import os
 import signal
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 from types import FrameType
 
@@ -48,7 +51,15 @@ class ServeConfig:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     metrics_interval_s: float = 10.0
     export_timeout_s: float = 10.0
-    max_attempts: int = 5
+    #: Backoff between retries of a failed export: doubles from the initial value up to the maximum.
+    retry_initial_backoff_s: float = 0.2
+    retry_max_backoff_s: float = 5.0
+    #: Seconds ``stop()`` (SIGTERM) keeps forwarding what is held; an export in flight then is waited for.
+    shutdown_grace_s: float = 30.0
+    #: Seconds an HTTP connection may take to send a request line, its headers or the next chunk of its body.
+    read_timeout_s: float = 10.0
+    #: HTTP connections served at once (one thread each); more are answered 503 and closed.
+    max_connections: int = 100
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     #: PEM certificate chain and private key (unencrypted) for TLS on both receivers; both or neither.
     tls_cert: str | None = None
@@ -100,7 +111,11 @@ class ProfilingService:
         metrics = None
         if config.upstream:
             exporter = make_exporter(config.upstream, config.upstream_protocol, config.export_timeout_s)
-            forwarder = Forwarder(exporter, max_attempts=config.max_attempts)
+            forwarder = Forwarder(
+                exporter,
+                initial_backoff_s=config.retry_initial_backoff_s,
+                max_backoff_s=config.retry_max_backoff_s,
+            )
             reader = PeriodicExportingMetricReader(
                 _metric_exporter(config.upstream, config.upstream_protocol, config.export_timeout_s),
                 export_interval_millis=config.metrics_interval_s * 1000,
@@ -125,7 +140,14 @@ class ProfilingService:
         try:
             ssl_context, credentials = self._tls if self._tls is not None else (None, None)
             self._http = HttpReceiver(
-                config.host, config.http_port, self.pipeline, config.max_request_bytes, ssl_context, self._bearer
+                config.host,
+                config.http_port,
+                self.pipeline,
+                config.max_request_bytes,
+                ssl_context,
+                self._bearer,
+                read_timeout_s=config.read_timeout_s,
+                max_connections=config.max_connections,
             ).start()
             self.http_port = self._http.port
             self._grpc = GrpcReceiver(
@@ -143,18 +165,21 @@ class ProfilingService:
         return self
 
     def stop(self) -> None:
-        """Stop receiving; profile and forward what is held; flush and close."""
+        """Stop receiving; profile and forward what is held, within the shutdown grace; flush and close."""
+        deadline = time.monotonic() + self.config.shutdown_grace_s
         if self._grpc is not None:
-            self._grpc.stop()
+            self._grpc.stop(min(5.0, self.config.shutdown_grace_s))
             self._grpc = None
         if self._http is not None:
             self._http.stop()
             self._http = None
         self.pipeline.stop()
         if self.pipeline.forwarder is not None:
-            self.pipeline.forwarder.close(self.config.export_timeout_s)
+            self.pipeline.forwarder.close(max(0.0, deadline - time.monotonic()), self.config.export_timeout_s)
         if self._meter_provider is not None:
-            self._meter_provider.shutdown()
+            # The last metrics get what is left of the grace (at least a second), not the exporter's own timeout.
+            remaining_s = max(1.0, deadline - time.monotonic())
+            self._meter_provider.shutdown(timeout_millis=remaining_s * 1000)
             self._meter_provider = None
 
     def __enter__(self) -> ProfilingService:
@@ -164,8 +189,26 @@ class ProfilingService:
         self.stop()
 
 
+def stop_report(config: ServeConfig, counts: dict[str, int]) -> tuple[int, str]:
+    """The log level and the one line saying what a stopped service delivered and what it did not."""
+    if not config.upstream:
+        return logging.INFO, f"received {counts['received']} spans, profiled {counts['profiled']} (no upstream)"
+    line = f"received {counts['received']} spans: {counts['forwarded']} forwarded, {counts['failed']} not delivered"
+    if not counts["failed"]:
+        return logging.INFO, line
+    return logging.WARNING, (
+        f"{line} (rejected by the upstream, or still held when the {config.shutdown_grace_s:g} s shutdown grace "
+        "ended); exit code 1"
+    )
+
+
 def run(config: ServeConfig, ready: threading.Event | None = None) -> int:
-    """Serve until SIGINT or SIGTERM, then shut down cleanly; returns the exit code (0)."""
+    """Serve until SIGINT or SIGTERM, then shut down; returns the exit code.
+
+    The exit code is 0 when every span accepted was delivered (or there is no upstream), 1 when
+    some were not (counted as failed: rejected by the upstream, or undelivered at the end of the
+    shutdown grace).
+    """
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -193,8 +236,10 @@ def run(config: ServeConfig, ready: threading.Event | None = None) -> int:
                 pass
         finally:
             service.stop()
-            logger.info("otel-agent-profiler serve stopped: %s", service.pipeline.health()["counts"])
+            counts = service.pipeline.health()["counts"]
+            level, line = stop_report(config, counts)
+            logger.log(level, "otel-agent-profiler serve stopped: %s; %s", line, counts)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return 0
+    return 1 if counts["failed"] else 0

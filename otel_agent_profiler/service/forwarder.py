@@ -1,18 +1,29 @@
-"""Forwarding span batches to an upstream OTLP endpoint (gRPC or HTTP/protobuf), with bounded retries.
+"""Forwarding span batches to an upstream OTLP endpoint (gRPC or HTTP/protobuf), retried until delivered.
 
-Batches wait in a queue served by one thread. A batch that fails is retried with exponential
-backoff up to ``max_attempts`` times, then dropped and counted as failed. While the upstream
-fails, ``failing`` is true; the pipeline uses it, with ``pending_spans``, to push back on senders.
+Batches wait in a queue served by one thread, in order (those waiting are merged into requests
+of up to ``MERGE_UP_TO_SPANS`` spans). A batch whose export fails with a
+retryable error (network errors, gRPC UNAVAILABLE, HTTP 429/502/503/504, ...) is retried with
+exponential backoff for as long as it takes: what the queue holds is bounded by the pipeline,
+which refuses new data at its limits, so retrying never grows memory. A batch the upstream
+rejects for good (e.g. HTTP 400) is counted as failed and logged. While the upstream fails,
+``failing`` is true.
+
+``close(timeout_s)`` keeps sending and retrying for up to ``timeout_s``; an export in flight then is
+waited for (it ends within the export timeout) and counted by its real outcome; batches never
+sent are counted as failed. Each batch's outcome is reported to ``on_done(delivered, spans,
+size_bytes)``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
 import grpc  # type: ignore[import-untyped]
@@ -119,25 +130,33 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+#: Batches waiting in the queue are sent together, in requests of up to this many spans.
+MERGE_UP_TO_SPANS = 1000
+
+#: Called with each batch's outcome: (delivered, span count, estimated bytes).
+OnDone = Callable[[bool, int, int], None]
+
+
 class Forwarder:
-    """A queue of batches and the thread sending them upstream."""
+    """A queue of batches and the thread sending them upstream until they are delivered."""
 
     def __init__(
         self,
         exporter: Exporter,
         *,
-        max_attempts: int = 5,
         initial_backoff_s: float = 0.2,
         max_backoff_s: float = 5.0,
+        on_done: OnDone | None = None,
     ) -> None:
         self._exporter = exporter
-        self._max_attempts = max_attempts
         self._initial_backoff = initial_backoff_s
         self._max_backoff = max_backoff_s
-        self._queue: deque[tuple[ExportTraceServiceRequest, int]] = deque()
+        self.on_done = on_done
+        self._queue: deque[tuple[ExportTraceServiceRequest, int, int]] = deque()
         self._cond = threading.Condition()
-        self._closing = False
+        self._deadline: float | None = None  # monotonic time past which nothing new is sent
         self._pending = 0
+        self._in_flight = False
         self.forwarded = 0
         self.failed = 0
         self.failing = False
@@ -148,59 +167,125 @@ class Forwarder:
     def pending_spans(self) -> int:
         return self._pending
 
-    def submit(self, request: ExportTraceServiceRequest) -> None:
+    def submit(self, request: ExportTraceServiceRequest, size_bytes: int = 0) -> None:
+        """Queue ``request`` (its spans estimated at ``size_bytes``); empty requests are dropped."""
         count = span_count(request)
         if not count:
             return
         with self._cond:
-            self._queue.append((request, count))
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                self._settle(False, count, size_bytes)
+                return
+            self._queue.append((request, count, size_bytes))
             self._pending += count
             self._cond.notify_all()
+
+    def _past_deadline(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closing:
+                while not self._queue and self._deadline is None:
                     self._cond.wait()
-                if not self._queue:
+                if not self._queue or self._past_deadline():
                     return
-                request, count = self._queue[0]
-            self._send(request, count)
+                self._merge_head()
+                request, count, size = self._queue[0]
+                self._in_flight = True
+            delivered = self._send(request, count)
             with self._cond:
-                if self._queue and self._queue[0][0] is request:
-                    self._queue.popleft()
-                    self._pending -= count
+                if not self._queue or self._queue[0][0] is not request:
+                    return  # close() gave up waiting and settled it already
+                self._queue.popleft()
+                self._pending -= count
+                self._in_flight = False
+                if delivered is not None:
+                    self._settle(delivered, count, size)
+                else:  # not sent: the deadline came while waiting to retry
+                    self._queue.appendleft((request, count, size))
+                    self._pending += count
+                self._cond.notify_all()
 
-    def _send(self, request: ExportTraceServiceRequest, count: int) -> None:
+    def _merge_head(self) -> None:
+        """Make the first batch one request of the batches waiting, up to ``MERGE_UP_TO_SPANS`` spans.
+
+        A slow upstream then gets fewer, larger requests instead of a backlog of small ones.
+        """
+        if len(self._queue) < 2 or self._queue[0][1] + self._queue[1][1] > MERGE_UP_TO_SPANS:
+            return
+        merged = ExportTraceServiceRequest()
+        count = size = 0
+        while self._queue and count + self._queue[0][1] <= MERGE_UP_TO_SPANS:
+            request, spans, size_bytes = self._queue.popleft()
+            merged.resource_spans.extend(request.resource_spans)
+            count += spans
+            size += size_bytes
+        self._queue.appendleft((merged, count, size))
+
+    def _settle(self, delivered: bool, count: int, size: int) -> None:
+        if delivered:
+            self.forwarded += count
+        else:
+            self.failed += count
+        if self.on_done is not None:
+            self.on_done(delivered, count, size)
+
+    def _send(self, request: ExportTraceServiceRequest, count: int) -> bool | None:
+        """Export until delivered (True), rejected for good (False), or the deadline (None)."""
         backoff = self._initial_backoff
-        for attempt in range(1, self._max_attempts + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 self._exporter.export(request)
             except Exception as exc:
+                if not retryable(exc):
+                    self.failing = True
+                    logger.warning("%d spans not delivered: the upstream rejected them (%s)", count, _describe(exc))
+                    return False
+                if not self.failing:
+                    logger.warning("upstream failed (%s); holding spans and retrying", _describe(exc))
                 self.failing = True
-                if attempt == self._max_attempts or self._closing or not retryable(exc):
-                    logger.warning("dropping %d spans: upstream failed %d times (%s)", count, attempt, _describe(exc))
-                    self.failed += count
-                    return
-                with self._cond:
-                    self._cond.wait_for(lambda: self._closing, timeout=backoff)
+                if self._wait_to_retry(time.monotonic() + backoff):
+                    return None
                 backoff = min(backoff * 2, self._max_backoff)
             else:
+                if self.failing:
+                    logger.info("upstream back after %d attempts", attempt)
                 self.failing = False
-                self.forwarded += count
-                return
+                return True
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Send what is queued (one attempt per batch once closing), within ``timeout_s``, then stop."""
+    def _wait_to_retry(self, retry_at: float) -> bool:
+        """Sleep until ``retry_at``; True (do not retry) when the shutdown deadline comes first."""
         with self._cond:
-            self._closing = True
+            while True:
+                now = time.monotonic()
+                if self._deadline is not None and now >= self._deadline:
+                    return True
+                if now >= retry_at:
+                    return False
+                until = retry_at if self._deadline is None else min(retry_at, self._deadline)
+                self._cond.wait(until - now)
+
+    def close(self, timeout_s: float = 10.0, export_timeout_s: float = 10.0) -> int:
+        """Send what is queued for up to ``timeout_s``, then stop; returns the spans not delivered (in all).
+
+        An export still in flight then is waited for, up to ``export_timeout_s`` more, and
+        counted by its outcome. What was never sent is counted as failed.
+        """
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            self._deadline = deadline
             self._cond.notify_all()
-        self._thread.join(timeout_s)
+        self._thread.join(max(0.0, deadline - time.monotonic()) + export_timeout_s + 1.0)
         with self._cond:
-            dropped = sum(count for _, count in self._queue)
-            if self._thread.is_alive():
-                # The thread is stuck in an export: what is still queued is lost.
-                self.failed += dropped
-                self._queue.clear()
-                self._pending = 0
+            if self._thread.is_alive() and self._in_flight:
+                # An export that outlived its own timeout: its outcome is unknown, it counts as not delivered.
+                logger.warning("an export to the upstream did not return; its spans count as not delivered")
+            for _, count, size in self._queue:
+                self._settle(False, count, size)
+            self._queue.clear()
+            self._pending = 0
         self._exporter.close()
+        return self.failed

@@ -2,9 +2,16 @@
 
 ``Pipeline.receive`` is called by both receivers with a decoded request. Spans the trace assembly
 holds are profiled by a worker thread once their trace goes quiet; the others (late, over a
-cap, unusable) are forwarded at once, unprofiled. When the upstream has been failing and the
-held data reached its cap, ``receive`` raises ``Overloaded`` instead of taking data it would
-lose; the receivers turn it into OTLP's retryable status.
+cap, unusable) are forwarded at once, unprofiled.
+
+A span is *held* from the moment it is accepted until the forwarder reports it delivered or
+failed: while its trace assembles, while it waits in the forward queue, and while it is sent.
+Before taking a request, ``receive`` checks what is held against ``max_pending_spans`` and
+``max_held_bytes`` (and, while the upstream fails, the trace cap); at a limit it raises
+``Overloaded`` and takes nothing, which the receivers turn into OTLP's retryable status. So what
+is held exceeds a limit by at most one request. Bytes are estimated from the serialized
+(protobuf) size of the received request, shared equally by its spans. Throughout,
+``received == forwarded + failed + held``.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ FORWARD_BATCH_SPANS = 1000
 
 
 class Overloaded(Exception):
-    """The upstream is failing and the held data is at its cap: the sender should retry later."""
+    """What is held is at a limit (or the service is stopping): the sender should retry later."""
 
 
 @dataclass
@@ -55,17 +62,22 @@ class PipelineConfig:
     quiet_period_s: float = 5.0
     max_traces: int = 1000
     max_spans_per_trace: int = 10_000
-    #: Spans waiting to be forwarded past which, while the upstream fails, senders are pushed back.
+    #: Spans held (assembling, waiting to be forwarded or being sent) past which senders are pushed back.
     max_pending_spans: int = 100_000
+    #: Estimated bytes of span data held (serialized size) past which senders are pushed back.
+    max_held_bytes: int = 256 * 1024 * 1024
     #: Profiles kept for ``/profiles``.
     recent_profiles: int = 1000
 
 
 @dataclass
 class Counts:
-    """Running totals for ``/health``: spans received, profiled and invalid, requests rejected, traces profiled."""
+    """Running totals for ``/health``: spans received, profiled, invalid, forwarded and failed (not
+    delivered), requests rejected, traces profiled."""
 
     received: int = 0
+    forwarded: int = 0
+    failed: int = 0
     profiled: int = 0
     invalid: int = 0
     rejected: int = 0
@@ -99,40 +111,52 @@ class Pipeline:
         self._lock = threading.Condition()
         self._profiles: OrderedDict[str, TraceProfile] = OrderedDict()
         self.counts = Counts()
+        # Accepted spans not yet delivered or failed, and their estimated bytes (see the module docstring).
+        self._held_spans = 0
+        self._held_bytes = 0
+        if forwarder is not None:
+            forwarder.on_done = self._settled
         self._stopping = False
         self._worker = threading.Thread(target=self._run, name="agent-profiler-assembler", daemon=True)
         self._worker.start()
 
     # -- receiving -----------------------------------------------------------------------
 
-    def overloaded(self) -> bool:
+    def _limit_reached(self) -> str | None:
+        """Why no request can be taken now, or None. Called with the lock held."""
+        config = self.config
+        if self._held_spans >= config.max_pending_spans:
+            return f"{self._held_spans} spans held (--max-pending-spans {config.max_pending_spans})"
+        if self._held_bytes >= config.max_held_bytes:
+            return f"{self._held_bytes} bytes of spans held (memory limit {config.max_held_bytes})"
         forwarder = self.forwarder
-        if forwarder is None:
-            return False
-        # An upstream slower than the senders: the forward queue is capped like everything held.
-        if forwarder.pending_spans >= self.config.max_pending_spans:
-            return True
-        if not forwarder.failing:
-            return False
-        held = forwarder.pending_spans + self._assembler.held_spans
-        return held >= self.config.max_pending_spans or self._assembler.full
+        if forwarder is not None and forwarder.failing and self._assembler.full:
+            return "upstream failing and the trace cap reached"
+        return None
+
+    def overloaded(self) -> bool:
+        """Whether a request would be pushed back now."""
+        with self._lock:
+            return self._limit_reached() is not None
 
     def receive(self, request: ExportTraceServiceRequest) -> int:
         """Take the spans of a request; returns how many. Raises ``Overloaded`` (nothing taken)."""
         if self._stopping:
             raise Overloaded("shutting down")
-        if self.overloaded():
-            with self._lock:
-                self.counts.rejected += 1
-            raise Overloaded("upstream failing and held data at its cap")
+        if self.overloaded():  # cheap early answer; checked again below, with the spans counted
+            self._reject()
         problems: list[str] = []
-        held = held_spans_of(request, problems)
+        held = held_spans_of(request, problems, request.ByteSize())
         if problems:
             logger.warning("%d unusable spans forwarded unprofiled, first: %s", len(problems), problems[0])
         passthrough: list[HeldSpan] = []
         outcomes: dict[str, int] = {}
         with self._lock:
+            if self._stopping or self._limit_reached() is not None:
+                self._reject()
             self.counts.received += len(held)
+            self._held_spans += len(held)
+            self._held_bytes += sum(item.size for item in held)
             for item in held:
                 trace_id = item.trace_id
                 if trace_id is None:
@@ -145,11 +169,27 @@ class Pipeline:
                     outcomes[group.reason] = outcomes.get(group.reason, 0) + len(group.spans)
             self._lock.notify_all()
         if passthrough:
-            self._forward([(item.origin, item.span) for item in passthrough])
+            self._forward([(item.origin, item.span) for item in passthrough], sum(item.size for item in passthrough))
         if self.metrics is not None:
             for outcome, count in outcomes.items():
                 self.metrics.count_spans(outcome, count)
         return len(held)
+
+    def _reject(self) -> None:
+        with self._lock:
+            self.counts.rejected += 1
+            reason = "shutting down" if self._stopping else self._limit_reached()
+        raise Overloaded(reason or "held data at a limit")
+
+    def _settled(self, delivered: bool, spans: int, size_bytes: int) -> None:
+        """The forwarder's report on a batch: it no longer holds those spans."""
+        with self._lock:
+            if delivered:
+                self.counts.forwarded += spans
+            else:
+                self.counts.failed += spans
+            self._held_spans -= spans
+            self._held_bytes -= size_bytes
 
     # -- profiling -----------------------------------------------------------------------
 
@@ -167,32 +207,26 @@ class Pipeline:
     def _profile_all(self, ready: list[TraceState[HeldSpan]], *, complete: bool) -> None:
         """Profile ``ready`` and forward its spans in requests of up to ``FORWARD_BATCH_SPANS`` spans."""
         batch: list[tuple[Origin, Any]] = []
+        batch_bytes = 0
         for pending in ready:
-            self._profile(pending, complete=complete, sink=batch)
+            batch.extend(self._profile(pending, complete=complete))
+            batch_bytes += sum(item.size for item in pending.spans)
             if len(batch) >= FORWARD_BATCH_SPANS:
-                self._forward(batch)
-                batch = []
-        self._forward(batch)
+                self._forward(batch, batch_bytes)
+                batch, batch_bytes = [], 0
+        self._forward(batch, batch_bytes)
 
-    def _profile(
-        self, pending: TraceState[HeldSpan], *, complete: bool, sink: list[tuple[Origin, Any]] | None = None
-    ) -> None:
-        """Profile one trace; its spans are forwarded, or added to ``sink`` to be forwarded by the caller."""
-        out: list[tuple[Origin, Any]]
+    def _profile(self, pending: TraceState[HeldSpan], *, complete: bool) -> list[tuple[Origin, Any]]:
+        """Profile one trace; returns its spans to forward (enriched, or as received if profiling failed)."""
         try:
             records: list[SpanRecord] = [record for item in pending.spans if (record := item.record) is not None]
             profile = profile_trace(records)
             out = enrich(pending.spans, profile, complete=complete)
         except Exception:
             _PROFILING_ERRORS.report("serve profiling", pending.trace_id)
-            unprofiled = [(item.origin, item.span) for item in pending.spans]
-            if sink is None:
-                self._forward(unprofiled)
-            else:
-                sink.extend(unprofiled)
             if self.metrics is not None:
                 self.metrics.count_spans(ERROR, len(pending.spans))
-            return
+            return [(item.origin, item.span) for item in pending.spans]
         with self._lock:
             self.counts.profiled += len(pending.spans)
             self.counts.traces += 1
@@ -207,14 +241,17 @@ class Pipeline:
                 self.metrics.count_trace("complete" if complete else "flushed")
             except Exception:
                 _METRICS_ERRORS.report("serve metrics")
-        if sink is None:
-            self._forward(out)
-        else:
-            sink.extend(out)
+        return out
 
-    def _forward(self, spans: list[tuple[Origin, Any]]) -> None:
-        if self.forwarder is not None and spans:
-            self.forwarder.submit(build_request(spans))
+    def _forward(self, spans: list[tuple[Origin, Any]], size_bytes: int) -> None:
+        if not spans:
+            return
+        if self.forwarder is not None:
+            self.forwarder.submit(build_request(spans), size_bytes)
+        else:  # profile only: nothing to deliver, the spans are no longer held
+            with self._lock:
+                self._held_spans -= len(spans)
+                self._held_bytes -= size_bytes
 
     def stop(self) -> None:
         """Stop taking spans, and profile and hand over everything held (complete=False)."""
@@ -235,16 +272,18 @@ class Pipeline:
             counts = {
                 "received": self.counts.received,
                 "profiled": self.counts.profiled,
-                "forwarded": forwarder.forwarded if forwarder else 0,
+                "forwarded": self.counts.forwarded,
                 "late": assembler.counts.late,
                 "over_caps": assembler.counts.over_caps,
-                "failed": forwarder.failed if forwarder else 0,
+                "failed": self.counts.failed,
                 "invalid": self.counts.invalid,
                 "rejected_requests": self.counts.rejected,
                 "traces_profiled": self.counts.traces,
                 "held_spans": assembler.held_spans,
                 "held_traces": assembler.held_traces,
-                "pending_spans": forwarder.pending_spans if forwarder else 0,
+                # Taken from the assembly and not yet delivered or failed: queued, or being sent.
+                "pending_spans": self._held_spans - assembler.held_spans,
+                "held_bytes": self._held_bytes,
             }
         if self._stopping:
             status = "stopping"

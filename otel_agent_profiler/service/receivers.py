@@ -1,9 +1,15 @@
 """The OTLP receivers (HTTP and gRPC) and the HTTP endpoints reporting on the service.
 
 OTLP/HTTP: ``POST /v1/traces`` with ``application/x-protobuf`` or ``application/json`` (gzip
-accepted). Too large: 413; malformed: 400; pushed back: 503 with ``Retry-After``. OTLP/gRPC:
-``TraceService/Export``; too large: RESOURCE_EXHAUSTED; malformed: INVALID_ARGUMENT; pushed
-back: UNAVAILABLE. Malformed requests are logged without their payload.
+accepted). Too large: 413; malformed, shorter than its ``Content-Length`` or a gzip stream that is
+cut or corrupt: 400; pushed back: 503 with ``Retry-After``. OTLP/gRPC: ``TraceService/Export``;
+too large: RESOURCE_EXHAUSTED; malformed: INVALID_ARGUMENT; pushed back: UNAVAILABLE. Malformed
+requests are logged without their payload, in one line.
+
+Each HTTP connection has a thread; at most ``max_connections`` are served at once (more are
+answered 503 and closed), and a connection that sends nothing for ``read_timeout_s`` while a
+request line, headers or body are due is closed. A client that disconnects or times out is
+logged in one line.
 
 On the HTTP server also: ``GET /health``, ``GET /profiles``, ``GET /profiles/{trace_id}``.
 
@@ -21,6 +27,7 @@ import hmac
 import json
 import logging
 import ssl
+import sys
 import threading
 import zlib
 from collections.abc import Callable
@@ -37,6 +44,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceServicer
 
 from ..adapters.otlp_proto import request_from_otlp_json
+from ..errors import InternalErrorLog
 from .pipeline import Overloaded, Pipeline
 
 logger = logging.getLogger(__name__)
@@ -50,6 +58,17 @@ _DRAIN_LIMIT = 64 * 1024 * 1024
 #: Seconds a client has to complete the TLS handshake on the HTTP port.
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 _REALM = 'Bearer realm="otel-agent-profiler"'
+#: Answered, on the accepting thread, to a connection over ``max_connections``.
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 48\r\nConnection: close\r\n\r\n"
+    b'{"code": 503, "message": "too many connections"}'
+)
+
+# A bug in the service answers 500 / INTERNAL and is logged with its traceback (each, not only the first).
+_RECEIVE_ERRORS = InternalErrorLog(
+    logger, "receiving an OTLP request failed; answered 500 / INTERNAL", repeat_level=logging.ERROR
+)
 
 
 class RequestTooLarge(Exception):
@@ -57,11 +76,19 @@ class RequestTooLarge(Exception):
 
 
 def _gunzip(body: bytes, limit: int) -> bytes:
-    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    data = decompressor.decompress(body, limit + 1)
-    if len(data) > limit:
-        raise RequestTooLarge
-    return data
+    """The decompressed gzip ``body`` (members one after the other); ``zlib.error`` if cut or corrupt."""
+    out = bytearray()
+    rest = body
+    while True:
+        decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out += decompressor.decompress(rest, limit + 1 - len(out))
+        if len(out) > limit:
+            raise RequestTooLarge
+        if not decompressor.eof:
+            raise zlib.error("the gzip stream ends early")
+        rest = decompressor.unused_data
+        if not rest:
+            return bytes(out)
 
 
 class BearerToken:
@@ -86,6 +113,9 @@ class BearerToken:
 class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # Connections waiting to be accepted (socketserver's default is 5): a burst is accepted, then
+    # served or answered 503, rather than left to the kernel's retransmissions.
+    request_queue_size = 128
 
     def __init__(
         self,
@@ -94,14 +124,57 @@ class _HttpServer(ThreadingHTTPServer):
         max_request_bytes: int,
         ssl_context: ssl.SSLContext | None = None,
         bearer_token: BearerToken | None = None,
+        read_timeout_s: float = 10.0,
+        max_connections: int = 100,
     ) -> None:
         self.pipeline = pipeline
         self.max_request_bytes = max_request_bytes
         self.bearer_token = bearer_token
+        self.read_timeout_s = read_timeout_s
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._refusing = False
         super().__init__(address, _Handler)
         if ssl_context is not None:
             # The handshake is done by each connection's thread (see _Handler.handle), not by accept().
             self.socket = ssl_context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection on a new thread, or answer 503 and close it when all slots are taken."""
+        if not self._slots.acquire(blocking=False):
+            if not self._refusing:
+                logger.warning("too many HTTP connections: new ones are answered 503 until some end")
+                self._refusing = True
+            if not isinstance(request, ssl.SSLSocket):  # a TLS answer would need the handshake: just close
+                try:
+                    request.settimeout(0.5)
+                    request.sendall(_BUSY)
+                except OSError:
+                    pass
+            self.shutdown_request(request)
+            return
+        self._refusing = False
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One line for a client that went away or stalled; a bug is reported with its traceback."""
+        exc = sys.exc_info()[1]
+        host = client_address[0] if isinstance(client_address, tuple) else client_address
+        if isinstance(exc, TimeoutError):
+            logger.info("client %s timed out (no data for %g s); connection closed", host, self.read_timeout_s)
+        elif isinstance(exc, OSError):
+            logger.info("client %s disconnected: %s", host, type(exc).__name__)
+        else:
+            _RECEIVE_ERRORS.report("serve http connection")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -112,13 +185,18 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("%s " + format, self.client_address[0], *args)
 
+    def setup(self) -> None:
+        super().setup()
+        # Every read of the request line, headers or body waits at most this long (TimeoutError after).
+        self.connection.settimeout(self.server.read_timeout_s)
+
     def handle(self) -> None:
         connection = self.connection
         if isinstance(connection, ssl.SSLSocket):
             try:
                 connection.settimeout(TLS_HANDSHAKE_TIMEOUT_S)
                 connection.do_handshake()
-                connection.settimeout(None)
+                connection.settimeout(self.server.read_timeout_s)
             except (ssl.SSLError, OSError) as exc:
                 reason = getattr(exc, "reason", None) or type(exc).__name__
                 logger.info("TLS handshake with %s failed: %s", self.client_address[0], reason)
@@ -216,7 +294,27 @@ class _Handler(BaseHTTPRequestHandler):
                 self._discard_body(length)
             self._error(413, f"request larger than {limit} bytes")
             return
-        body = self.rfile.read(length)
+        try:
+            body = self.rfile.read(length)
+        except TimeoutError:
+            self.close_connection = True
+            logger.info(
+                "client %s timed out sending its body (no data for %g s); answered 408",
+                self.client_address[0],
+                self.server.read_timeout_s,
+            )
+            self._error(408, "request body not received in time")
+            return
+        if len(body) < length:
+            self.close_connection = True
+            logger.warning(
+                "truncated OTLP/HTTP request from %s: %d of %d bytes (Content-Length)",
+                self.client_address[0],
+                len(body),
+                length,
+            )
+            self._error(400, "body shorter than its Content-Length")
+            return
         content_type = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
         encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
         try:
@@ -248,8 +346,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             self.server.pipeline.receive(request)
-        except Overloaded:
-            self._error(503, "upstream unavailable; retry later", {"Retry-After": str(RETRY_AFTER_S)})
+        except Overloaded as exc:
+            self._error(503, f"{exc}; retry later", {"Retry-After": str(RETRY_AFTER_S)})
+            return
+        except Exception:
+            _RECEIVE_ERRORS.report("serve receive")
+            self.close_connection = True
+            self._error(500, "internal error")
             return
         response = ExportTraceServiceResponse()
         if content_type == _JSON:
@@ -269,8 +372,13 @@ class HttpReceiver:
         max_request_bytes: int,
         ssl_context: ssl.SSLContext | None = None,
         bearer_token: BearerToken | None = None,
+        *,
+        read_timeout_s: float = 10.0,
+        max_connections: int = 100,
     ) -> None:
-        self._server = _HttpServer((host, port), pipeline, max_request_bytes, ssl_context, bearer_token)
+        self._server = _HttpServer(
+            (host, port), pipeline, max_request_bytes, ssl_context, bearer_token, read_timeout_s, max_connections
+        )
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="agent-profiler-http", daemon=True)
 
@@ -307,8 +415,11 @@ class TraceService(TraceServiceServicer):
             request = message
         try:
             self._pipeline.receive(request)
-        except Overloaded:
-            context.abort(grpc.StatusCode.UNAVAILABLE, "upstream unavailable; retry later")
+        except Overloaded as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"{exc}; retry later")
+        except Exception:
+            _RECEIVE_ERRORS.report("serve receive")
+            context.abort(grpc.StatusCode.INTERNAL, "internal error")
         return ExportTraceServiceResponse()
 
 

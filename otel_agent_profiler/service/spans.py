@@ -33,13 +33,14 @@ class Origin:
 
 
 class HeldSpan:
-    """One received span: its origin, message, trace id (None when it cannot be profiled) and record.
+    """One received span: its origin, message, trace id (None when it cannot be profiled), record and
+    estimated size in bytes (its share of the received request's serialized size).
 
     The record is built on first use (when its trace is profiled), not when the span is received:
     receiving only checks that the record can be built (``check_span``).
     """
 
-    __slots__ = ("_record", "_resource", "origin", "span", "trace_id")
+    __slots__ = ("_record", "_resource", "origin", "size", "span", "trace_id")
 
     def __init__(
         self,
@@ -49,10 +50,12 @@ class HeldSpan:
         *,
         trace_id: str | None = None,
         resource: dict[str, AttributeValue] | None = None,
+        size: int = 0,
     ) -> None:
         self._record = record
         self.origin = origin
         self.span = span
+        self.size = size
         if record is not None:
             self.trace_id: str | None = record.trace_id
             self._resource: dict[str, AttributeValue] | None = None
@@ -69,8 +72,13 @@ class HeldSpan:
         return self._record
 
 
-def held_spans_of(request: ExportTraceServiceRequest, problems: list[str]) -> list[HeldSpan]:
-    """The spans of a received request, each with its trace id and origin (records are built later)."""
+def held_spans_of(request: ExportTraceServiceRequest, problems: list[str], size_bytes: int = 0) -> list[HeldSpan]:
+    """The spans of a received request, each with its trace id and origin (records are built later).
+
+    ``size_bytes`` (the request's serialized size) is shared equally by the spans as their ``size``.
+    """
+    count = span_count(request)
+    size = size_bytes // count if count else 0
     held: list[HeldSpan] = []
     append = held.append
     for r, resource_spans in enumerate(request.resource_spans):
@@ -86,7 +94,7 @@ def held_spans_of(request: ExportTraceServiceRequest, problems: list[str]) -> li
                 except SpanDataError as exc:
                     problems.append(f"resource_spans[{r}].scope_spans[{s}].spans[{i}]: {exc}")
                     trace_id = None
-                append(HeldSpan(None, origin, span, trace_id=trace_id, resource=resource))
+                append(HeldSpan(None, origin, span, trace_id=trace_id, resource=resource, size=size))
     return held
 
 
