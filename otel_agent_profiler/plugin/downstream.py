@@ -46,7 +46,8 @@ class Downstream:
     def __init__(self, processors: Sequence[SpanProcessor] = ()) -> None:
         # Tuples, replaced whole when a processor is added, so iterating them on another thread is safe.
         self.processors: tuple[SpanProcessor, ...] = ()
-        self._with_on_start: tuple[SpanProcessor, ...] = ()
+        #: The processors whose on_start does something: the profiler calls them on the app's thread.
+        self.with_on_start: tuple[SpanProcessor, ...] = ()
         self._queues: tuple[tuple[SpanProcessor, deque[Any] | None], ...] = ()
         self._limits: tuple[tuple[deque[Any], int], ...] = ()
         # Queues that stayed full past STALL_S: not waited for again until they have room.
@@ -56,7 +57,7 @@ class Downstream:
 
     def add(self, processor: SpanProcessor) -> None:
         processors = (*self.processors, processor)
-        self._with_on_start = tuple(p for p in processors if type(p).on_start not in _NO_OP_ON_START)
+        self.with_on_start = tuple(p for p in processors if type(p).on_start not in _NO_OP_ON_START)
         self._queues = tuple((p, batch_queue(p)) for p in processors)
         # The application's threads leave room in each queue for the worker (see _SLACK).
         self._limits = tuple(
@@ -67,7 +68,7 @@ class Downstream:
         self.processors = processors
 
     def on_start(self, span: Span, parent_context: Context | None) -> None:
-        for processor in self._with_on_start:
+        for processor in self.with_on_start:
             try:
                 processor.on_start(span, parent_context=parent_context)
             except Exception:

@@ -180,7 +180,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         return self._sample_all or (trace_id & _TRACE_ID_LIMIT) < self._sample_bound
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        self._out.on_start(span, parent_context)
+        if self._out.with_on_start:
+            self._out.on_start(span, parent_context)
         try:
             if self._shutdown:
                 return
