@@ -460,8 +460,11 @@ def test_chaos_every_span_is_delivered_or_counted(seed: int) -> None:
     assert total_sent == delivered + failed + lost
     if failure_rate == 0:
         assert failed == 0
-    if generous:
-        # Time enough at shutdown: nothing may be lost but what the exporter itself refused.
+    if generous and options["max_buffer_bytes"] == 256 * 1024 * 1024:
+        # Time enough at shutdown, and memory enough to hold what waits for the exporter:
+        # nothing may be lost but what the exporter itself refused. (With a small byte limit,
+        # spans the worker cannot hold while the queue is full are lost, counted, as the batch
+        # processor alone would drop them.)
         assert lost == 0
 
 
