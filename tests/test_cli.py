@@ -760,11 +760,12 @@ def test_text_report_lists_findings_with_their_savings(tmp_path: Path) -> None:
     out = tmp_path / "report.txt"
     assert main(["analyze", str(EXAMPLE), "--output", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
-    assert "Findings (largest estimated saving of end-to-end time first)" in text
-    assert "parallelizable: " in text and "bottleneck: " in text
+    assert "What to change (the largest saving of end-to-end time first)" in text
+    assert "Run these calls together with asyncio.gather" in " ".join(line.strip() for line in text.splitlines())
+    assert "Suggestion: " in text and "Where: " in text
     assert all(len(line) <= 80 for line in text.splitlines())
     assert main(["analyze", str(EXAMPLE), "--no-findings", "--output", str(out)]) == 0
-    assert "Findings" not in out.read_text(encoding="utf-8")
+    assert "What to change" not in out.read_text(encoding="utf-8")
 
 
 def test_json_report_has_findings_only_when_asked(tmp_path: Path) -> None:

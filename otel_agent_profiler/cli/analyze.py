@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from ..core import TraceProfile, profiles_to_dict
-from ..core.findings import Finding, find_all
+from ..core.findings import Finding, FindingOptions, combined_projection, find_all
 from ..offline import cyclic_gc_paused, load_profiles
 from ..report import render_traces
 from ..report.progress import Progress, progress_enabled
@@ -58,6 +58,7 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
             "on by default for text, off for json, where they cost a projection per trace"
         ),
     )
+    arguments.add_min_saving_option(analyze)
 
 
 def _prefix_candidates(profiles: list[TraceProfile]) -> list[Any]:
@@ -89,18 +90,22 @@ def run(args: argparse.Namespace) -> int:
         with_findings = args.findings if args.findings is not None else args.format == "text"
         findings: dict[str, list[Finding]] | None = None
         if with_findings:
+            options = FindingOptions(min_saving=args.min_saving)
             findings = {}
             progress.start("finding", len(profiles))
             for profile in profiles:
-                findings[profile.trace_id] = find_all(profile)
+                findings[profile.trace_id] = find_all(profile, options)
                 progress.advance()
     progress.close()
 
     if args.format == "json":
         document = profiles_to_dict(profiles)
         if findings is not None:
+            by_id = {profile.trace_id: profile for profile in profiles}
             for trace in document["traces"]:
-                trace["findings"] = [finding.to_dict() for finding in findings[trace["trace_id"]]]
+                found = findings[trace["trace_id"]]
+                trace["findings"] = [finding.to_dict() for finding in found]
+                trace["combined_projection"] = combined_projection(by_id[trace["trace_id"]], found).to_dict()
         document["files"] = loaded.file_dicts()
         if args.prefix_cache:
             document["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]

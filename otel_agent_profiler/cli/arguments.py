@@ -73,6 +73,30 @@ def add_files_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="trace file to read; - reads standard input")
 
 
+def share(text: str) -> float:
+    """A share of a whole: ``"1%"`` or ``"0.01"``, from 0 to 1."""
+    percent = text.strip().endswith("%")
+    value = _number(text.strip().rstrip("%"), float, f"{text!r} is not a share such as 1% or 0.01")
+    value = value / 100 if percent else value
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be from 0% to 100%, got {text}")
+    return value
+
+
+def add_min_saving_option(parser: argparse.ArgumentParser) -> None:
+    """``--min-saving SHARE``: the findings' noise floor (``FindingOptions.min_saving``)."""
+    parser.add_argument(
+        "--min-saving",
+        type=share,
+        default=0.01,
+        metavar="SHARE",
+        help=(
+            "leave out findings that save less than this share of their trace's duration, such as 1%% or 0.01 "
+            "(default: 1%%; 0 lists every one)"
+        ),
+    )
+
+
 def add_progress_option(parser: argparse.ArgumentParser, *, while_: str = "") -> None:
     """``--progress/--no-progress``; ``while_`` says when the bar shows, e.g. ``"while reading"``."""
     when = f" {while_}" if while_ else ""

@@ -7,7 +7,7 @@ import sys
 
 import msgspec
 
-from ..core.findings import Finding, find_all
+from ..core.findings import Finding, FindingOptions, find_all
 from ..offline import cyclic_gc_paused, load_profiles
 from ..report.progress import Progress, progress_enabled
 from . import arguments
@@ -57,6 +57,7 @@ def add_arguments(report: argparse.ArgumentParser) -> None:
             "JSON; reads captured prompt content, so it is off by default"
         ),
     )
+    arguments.add_min_saving_option(report)
     arguments.add_progress_option(report, while_="while reading and profiling")
 
 
@@ -92,7 +93,7 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
         progress.start("finding", len(wanted))
         for profile in wanted:
             if profile.trace_id not in findings:
-                findings[profile.trace_id] = find_all(profile)
+                findings[profile.trace_id] = find_all(profile, FindingOptions(min_saving=args.min_saving))
             progress.advance()
         progress.start("statistics", 1)
         statistics = cross_run_statistics(

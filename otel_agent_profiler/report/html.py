@@ -29,10 +29,11 @@ from typing import Any
 
 from .._version import __version__
 from ..core.categories import CATEGORIES
-from ..core.findings import Finding
+from ..core.findings import Finding, combined_projection, describe_location
 from ..core.profile import TraceProfile
 from .chrome_trace import assign_lanes
 from .html_assets import CSS, JS
+from .text import combined_sentence
 
 #: One colour per category, used by every view of the report.
 CATEGORY_COLORS: Mapping[str, str] = {
@@ -169,9 +170,19 @@ def trace_view_data(profile: TraceProfile, findings: Sequence[Finding]) -> dict[
         "cost_usd": profile.cost_usd,
         "categories": categories,
         "findings": [
-            {"kind": f.kind, "title": f.title, "saving_ms": _ms(f.saving_ns), "span_ids": list(f.span_ids)}
+            {
+                "kind": f.kind,
+                "title": f.title,
+                "saving_ms": _ms(f.saving_ns),
+                "span_ids": list(f.span_ids),
+                "suggestion": f.suggestion,
+                # Each span the finding is about, in words and by id: a link to its waterfall row.
+                "where": [[describe_location(location), location["span_id"]] for location in f.where],
+                "details": len(f.details),
+            }
             for f in findings
         ],
+        "combined": combined_sentence(combined_projection(profile, findings)) if findings else None,
         "flame_rows": row_count,
         "spans": spans,
     }

@@ -49,6 +49,9 @@ svg rect.span.cp { stroke: var(--cp); stroke-width: 1.4; }
 svg rect.span.hl { stroke: #e11d48; stroke-width: 2.5; opacity: 1; }
 #findings tr.finding[title] { cursor: pointer; }
 #findings tr.finding.active { background: #fff1f3; }
+#findings .where, #findings .suggestion, #findings .details { margin-top: 3px; font-size: 12px; color: #444; }
+#findings .suggestion { color: #1a5e20; }
+#findings p.combined { margin: 0 0 8px; font-weight: 600; }
 svg rect.span:hover { opacity: 1; stroke: #000; stroke-width: 2; }
 svg text.label { fill: var(--fg); }
 svg text.label.cp { font-weight: 600; }
@@ -283,6 +286,7 @@ JS = r"""
   function drawFindings(t) {
     var host = clear(byId("findings"));
     if (!t.findings.length) { html("p", "empty", "No findings for this trace.", host); return; }
+    if (t.combined) { html("p", "combined", t.combined, host); }
     var table = html("table", null, null, host);
     var head = html("tr", null, null, html("thead", null, null, table));
     ["kind", "finding", "estimated saving", "share of the trace"].forEach(function (h, i) {
@@ -296,8 +300,27 @@ JS = r"""
         tr.title = "click to outline its " + f.span_ids.length + " span(s) in the waterfall and flame chart";
         tr.addEventListener("click", function () { highlight(tr, f.span_ids); });
       }
-      html("span", "badge", f.kind, html("td", null, null, tr));
-      html("td", null, f.title, tr);
+      html("span", "badge", f.kind.replace(/_/g, " "), html("td", null, null, tr));
+      var text = html("td", null, null, tr);
+      html("div", "finding-title", f.title, text);
+      if (f.where && f.where.length) {
+        var at = html("div", "where", "Where: ", text);
+        f.where.forEach(function (w, i) {
+          if (i) { at.appendChild(document.createTextNode(i === f.where.length - 1 ? " and " : ", ")); }
+          var link = html("a", "span-link", w[0], at);
+          link.href = "#span-" + w[1];
+          link.setAttribute("data-span-id", w[1]);
+          link.title = "show this span in the waterfall";
+          link.addEventListener("click", function (e) {
+            e.preventDefault(); e.stopPropagation(); highlight(tr, [w[1]], true);
+          });
+        });
+      }
+      if (f.suggestion) { html("div", "suggestion", "Suggestion: " + f.suggestion, text); }
+      if (f.details) {
+        html("div", "details", "This includes " + (f.details === 1 ? "1 smaller finding" :
+          f.details + " smaller findings") + " about the same spans.", text);
+      }
       html("td", "num", f.saving_ms > 0 ? fmt(f.saving_ms) : "-", tr);
       var cell = html("td", "barcell", null, tr);
       if (f.saving_ms > 0) {
@@ -309,8 +332,8 @@ JS = r"""
   }
 
   // Outline the spans of a finding (click again to clear) and scroll the waterfall to the first.
-  function highlight(row, spanIds) {
-    var on = !row.classList.contains("active");
+  function highlight(row, spanIds, force) {
+    var on = force === true || !row.classList.contains("active");
     var active = document.querySelectorAll("#findings tr.active");
     for (var j = 0; j < active.length; j++) { active[j].classList.remove("active"); }
     var wanted = {};

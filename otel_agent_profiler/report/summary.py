@@ -8,7 +8,8 @@
       "selected_trace_id": "<hex>",                    # the trace the views open with
       "files": [{"path", "format", "spans", "problems"}],
       "traces": [                                       # slowest first, as in the report's table
-        {<core schema: schema.trace_to_dict>, "findings": [Finding.to_dict(), ...]}
+        {<core schema: schema.trace_to_dict>, "findings": [Finding.to_dict(), ...],
+         "combined_projection": CombinedProjection.to_dict() or null}
         # "spans" only for the traces the page shows in detail; every span: analyze --format json
       ],
       "statistics": null | {                            # null with fewer than two traces
@@ -51,7 +52,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from .._version import __version__
-from ..core.findings import Finding
+from ..core.findings import Finding, combined_projection
 from ..core.profile import TraceProfile
 from ..core.schema import trace_to_dict
 from .html import by_duration, select_trace
@@ -243,7 +244,10 @@ def build_summary(
     for profile in by_duration(profiles):
         with_spans = detail_trace_ids is None or profile.trace_id in detail_trace_ids
         document = trace_to_dict(profile, include_spans=with_spans)
-        document["findings"] = [f.to_dict() for f in findings.get(profile.trace_id, ())]
+        found = findings.get(profile.trace_id)
+        document["findings"] = [f.to_dict() for f in found or ()]
+        # Only where the findings were made: they need the span tree, which the others may have released.
+        document["combined_projection"] = combined_projection(profile, found).to_dict() if found is not None else None
         traces.append(document)
     return {
         "format": SUMMARY_FORMAT,

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from ..core.categories import CATEGORIES
-from ..core.findings import Finding
+from ..core.findings import CombinedProjection, Finding, combined_projection, describe_where, format_duration
 from ..core.profile import SpanProfile, TraceProfile
 
 WIDTH = 80
@@ -165,20 +165,49 @@ def _flame_chart(profile: TraceProfile, max_spans: int, glyphs: Glyphs) -> list[
     return lines
 
 
-def _findings(findings: Sequence[Finding], limit: int, glyphs: Glyphs) -> list[str]:
+def combined_sentence(projection: CombinedProjection) -> str | None:
+    """The combined projection of a trace's findings as a sentence, if their changes save anything."""
+    if projection.changes == 0 or projection.saving_ns <= 0:
+        return None
+    # A share rather than "X instead of Y": both ends can round to the same figure.
+    share = projection.saving_ns / projection.duration_ns
+    changes = "this change" if projection.changes == 1 else "these changes"
+    return (
+        f"Made together, {changes} would end the trace {format_duration(projection.saving_ns)} sooner "
+        f"({share:.0%} of its {format_duration(projection.duration_ns)})."
+        if share >= 0.005
+        else f"Made together, {changes} would end the trace {format_duration(projection.saving_ns)} sooner."
+    )
+
+
+def _paragraph(text: str, first: str, rest: str, glyphs: Glyphs) -> list[str]:
+    if glyphs is ASCII:
+        text = text.encode("ascii", "replace").decode()
+    wrapped = textwrap.wrap(text, WIDTH - len(rest)) or [""]
+    return [first + wrapped[0]] + [rest + line for line in wrapped[1:]]
+
+
+def _findings(profile: TraceProfile, findings: Sequence[Finding], limit: int, glyphs: Glyphs) -> list[str]:
     if not findings:
         return []
-    lines = ["", "Findings (largest estimated saving of end-to-end time first)"]
-    for finding in findings[:limit]:
-        saving = f"-{format_ms(finding.saving_ns)}" if finding.saving_ns else "-"
-        text = f"{finding.kind}: {finding.title}"
-        if glyphs is ASCII:
-            text = text.encode("ascii", "replace").decode()
-        wrapped = textwrap.wrap(text, WIDTH - 12) or [""]
-        lines.append(f"  {saving:>8}  {wrapped[0]}")
-        lines.extend(f"{'':12}{line}" for line in wrapped[1:])
+    lines = ["", "What to change (the largest saving of end-to-end time first)"]
+    combined = combined_sentence(combined_projection(profile, findings)) if profile.spans else None
+    if combined:
+        lines += _paragraph(combined, "  ", "  ", glyphs)
+    for number, finding in enumerate(findings[:limit], 1):
+        lines += _paragraph(finding.title, f"  {number}. ", "     ", glyphs)
+        if finding.where:
+            lines += _paragraph(f"Where: {describe_where(finding.where)}.", "     ", "       ", glyphs)
+        if finding.suggestion:
+            lines += _paragraph(f"Suggestion: {finding.suggestion}", "     ", "       ", glyphs)
+        if finding.details:
+            also = "1 smaller finding" if len(finding.details) == 1 else f"{len(finding.details)} smaller findings"
+            lines += _paragraph(f"This includes {also} about the same spans.", "     ", "       ", glyphs)
     if len(findings) > limit:
-        lines.append(f"  {glyphs.ellipsis} {len(findings) - limit} more findings (--format json --findings lists all)")
+        more = len(findings) - limit
+        lines.append(
+            f"  {glyphs.ellipsis} {more} more finding{'s' if more > 1 else ''} (--format json --findings lists all)"
+        )
     return lines
 
 
@@ -195,7 +224,7 @@ def render_trace(
     lines = _header(profile, glyphs)
     lines += _category_table(profile, glyphs)
     lines += _operations_table(profile, glyphs)
-    lines += _findings(findings, max_findings, glyphs)
+    lines += _findings(profile, findings, max_findings, glyphs)
     lines += _flame_chart(profile, max_spans, glyphs)
     return "\n".join(lines) + "\n"
 

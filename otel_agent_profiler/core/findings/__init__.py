@@ -1,9 +1,14 @@
 """From a profile to decisions: findings on one trace, each with its evidence and estimated saving.
 
 A finding names something worth acting on (a bottleneck, a slow tool, calls that could run in
-parallel, a budget overrun, ...), the spans it is about, the numbers behind it (``evidence``:
-plain JSON values) and ``saving_ns``: how much sooner the trace would end if the change the
-finding suggests were made. Savings are never sums of durations: each is recomputed on the
+parallel, a budget overrun, ...), the spans it is about (``span_ids``, and ``where``: name,
+model or tool, start offset of each), what to change (``suggestion``, one sentence), the numbers
+behind it (``evidence``: plain JSON values) and ``saving_ns``: how much sooner the trace would
+end if the change the finding suggests were made. ``find_all`` ranks them, folds findings about
+the same spans into one (the others become its ``details``) and leaves the noise out;
+``combined_projection`` is the trace's duration with every change made at once.
+
+Savings are never sums of durations: each is recomputed on the
 trace's own tree with :func:`projection.projected_duration_ns`, so work running in parallel
 with something longer saves nothing and work on the critical path moves everything after it.
 
@@ -45,13 +50,17 @@ from .base import (
     Finding,
     FindingOptions,
     JSONValue,
+    describe_location,
+    describe_where,
     format_duration,
+    where,
 )
 from .bottlenecks import find_bottlenecks, find_slow_tools
 from .large_prompts import context_window, find_large_prompts
 from .llm_chains import find_sequential_llm_chains
 from .llm_timing import find_llm_gaps, find_llm_timing, find_prefix_cache
 from .parallelization import dependency, find_parallelization, recorded_input, recorded_output, tool_call_id
+from .ranking import CombinedProjection, combined_projection, rank
 from .repeated_tool_calls import find_repeated_tool_calls, tool_arguments
 from .tokens_and_budgets import find_budget_overruns, find_token_profile
 from .what_ifs import select, what_if
@@ -73,12 +82,16 @@ __all__ = [
     "SLOW_TOOL",
     "TOKEN_PROFILE",
     "WHAT_IF",
+    "CombinedProjection",
     "Evidence",
     "Finding",
     "FindingOptions",
     "JSONValue",
+    "combined_projection",
     "context_window",
     "dependency",
+    "describe_location",
+    "describe_where",
     "find_all",
     "find_bottlenecks",
     "find_budget_overruns",
@@ -92,10 +105,12 @@ __all__ = [
     "find_slow_tools",
     "find_token_profile",
     "format_duration",
+    "rank",
     "recorded_input",
     "recorded_output",
     "select",
     "tool_arguments",
     "tool_call_id",
     "what_if",
+    "where",
 ]

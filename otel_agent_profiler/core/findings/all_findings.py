@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..profile import TraceProfile
-from .base import DEFAULT_OPTIONS, KINDS, Finding, FindingOptions
+from .base import DEFAULT_OPTIONS, Finding, FindingOptions
 from .bottlenecks import find_bottlenecks, find_slow_tools
 from .large_prompts import find_large_prompts
 from .llm_chains import find_sequential_llm_chains
 from .llm_timing import find_llm_gaps, find_llm_timing, find_prefix_cache
 from .parallelization import find_parallelization
+from .ranking import rank
 from .repeated_tool_calls import find_repeated_tool_calls
 from .tokens_and_budgets import find_budget_overruns, find_token_profile
 from .what_ifs import what_if
@@ -32,11 +33,15 @@ FINDERS: tuple[Callable[[TraceProfile, FindingOptions], list[Finding]], ...] = (
 
 
 def find_all(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
-    """Every finding on the trace, the largest saving first (then by kind, then title)."""
+    """The findings on the trace worth acting on, the largest saving first (then by kind, then title).
+
+    Findings about the same spans are folded into one (see ``ranking.rank``), and the noise is
+    left out: savings under ``options.min_saving`` of the trace, and findings that save no time
+    and suggest nothing. Each finder on its own returns everything it found.
+    """
     findings: list[Finding] = []
     for finder in FINDERS:
         findings.extend(finder(profile, options))
     for selector, speedup in options.what_ifs:
         findings.append(what_if(profile, selector, speedup))
-    findings.sort(key=lambda f: (-f.saving_ns, KINDS.index(f.kind), f.title, f.span_ids))
-    return findings
+    return rank(profile, findings, options)

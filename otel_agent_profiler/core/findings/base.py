@@ -88,6 +88,14 @@ class Finding:
     category: str | None = None
     #: The numbers behind the finding, as plain JSON values (times in ns, costs in USD).
     evidence: Evidence = field(default_factory=dict)
+    #: What to change, one plain sentence; ``None`` when the finding suggests nothing.
+    suggestion: str | None = None
+    #: Where: one entry per span (``span_id``, ``name``, ``category``, ``operation``: the model or
+    #: tool, ``start_offset_ns`` from the trace's start, ``duration_ns``), in start order.
+    where: list[Evidence] = field(default_factory=list)
+    #: Findings about the same spans folded into this one by ``find_all``: ``kind``, ``title``,
+    #: ``saving_ns``, ``span_ids`` each.
+    details: list[Evidence] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, JSONValue]:
         return {
@@ -97,6 +105,9 @@ class Finding:
             "span_ids": list(self.span_ids),
             "operation": self.operation,
             "category": self.category,
+            "suggestion": self.suggestion,
+            "where": list[JSONValue](self.where),
+            "details": list[JSONValue](self.details),
             "evidence": self.evidence,
         }
 
@@ -125,6 +136,9 @@ class FindingOptions:
     budget_tokens: int | None = None
     budget_cost_usd: float | None = None
     budget_latency_ms: float | None = None
+    #: The noise floor of ``find_all``: a finding saving more than nothing but less than this share
+    #: of the trace's duration is left out (0 keeps every one). What-ifs are always kept.
+    min_saving: float = 0.01
 
 
 DEFAULT_OPTIONS = FindingOptions()
@@ -153,16 +167,64 @@ def _share(part: float, whole: float) -> float:
 
 
 def _percent(share: float) -> str:
-    return f"{share:.0%}"
+    # A share that rounds to 0% but is not nothing says so, rather than "0%".
+    return "under 1%" if 0 < share < 0.005 else f"{share:.0%}"
 
 
-def _label(span: SpanProfile) -> str:
-    """A span's category and operation ("tool search_kb"), and its name when different
-    ("llm gpt-4o ('chat gpt-4o')")."""
-    label = f"{span.category} {span.operation}"
-    if span.operation != span.name:
-        label += f" ('{span.name}')"
-    return label
+def _at(profile: TraceProfile, span: SpanProfile) -> str:
+    """When a span started, for a sentence: "at the start", "at 1.18 s"."""
+    offset = span.start_ns - profile.start_ns
+    return "at the start" if offset == 0 else f"at {format_duration(offset)}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def where(profile: TraceProfile, spans: Iterable[SpanProfile]) -> list[Evidence]:
+    """Where a finding is: each span's id, name, category, operation (model or tool), start offset
+    from the trace's start and duration, in start order."""
+    return [
+        {
+            "span_id": span.record.span_id,
+            "name": span.name,
+            "category": span.category,
+            "operation": span.operation,
+            "start_offset_ns": span.start_ns - profile.start_ns,
+            "duration_ns": span.duration_ns,
+        }
+        for span in _by_start(spans)
+    ]
+
+
+def describe_location(location: Mapping[str, JSONValue]) -> str:
+    """One entry of ``Finding.where`` in words: "'openai.chat' (gpt-4o-mini) at 1.18 s"; the model or
+    tool is left out when the span's name already says it."""
+    name, operation, offset = location.get("name"), location.get("operation"), location.get("start_offset_ns")
+    text = f"'{name}'"
+    if isinstance(operation, str) and isinstance(name, str) and operation not in name:
+        text += f" ({operation})"
+    if isinstance(offset, int):
+        text += " at the start" if offset == 0 else f" at {format_duration(offset)}"
+    return text
+
+
+def describe_where(locations: Sequence[Mapping[str, JSONValue]], limit: int = 4) -> str:
+    """``Finding.where`` in words: up to ``limit`` spans, then how many more; spans of one name and
+    operation are named once ("'openai.chat' (gpt-4o) at 1.67 s and 2.54 s")."""
+    if len(locations) > 1 and len({(loc.get("name"), loc.get("operation")) for loc in locations}) == 1:
+        first = describe_location({**locations[0], "start_offset_ns": None})
+        offsets = [loc.get("start_offset_ns") for loc in locations[:limit]]
+        times = ["the start" if t == 0 else format_duration(t) for t in offsets if isinstance(t, int)]
+        if len(locations) > limit:
+            times.append(f"{len(locations) - limit} more times")
+        return f"{first} at {', '.join(times[:-1])} and {times[-1]}" if len(times) > 1 else first
+    shown = [describe_location(location) for location in locations[:limit]]
+    if len(locations) > limit:
+        shown.append(f"{len(locations) - limit} more")
+    if len(shown) <= 1:
+        return "".join(shown)
+    return ", ".join(shown[:-1]) + " and " + shown[-1]
 
 
 def _by_start(spans: Iterable[SpanProfile]) -> list[SpanProfile]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..categories import TOOL
+from ..categories import AGENT, EMBEDDING, INTERNAL, LLM, RETRIEVAL, TOOL
 from ..profile import SpanProfile, TraceProfile
 from .base import (
     BOTTLENECK,
@@ -10,12 +10,16 @@ from .base import (
     SLOW_TOOL,
     Finding,
     FindingOptions,
-    _label,
+    _at,
     _percent,
     _projected,
     _share,
     format_duration,
+    where,
 )
+
+#: LLM answers at most this many output tokens on average count as short: a smaller model will do.
+SHORT_ANSWER_TOKENS = 300
 
 
 def find_bottlenecks(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
@@ -25,13 +29,12 @@ def find_bottlenecks(profile: TraceProfile, options: FindingOptions = DEFAULT_OP
         (s for s in profile.spans if s.critical_path_ns > 0),
         key=lambda s: (-s.critical_path_ns, s.start_ns, s.record.span_id),
     )[: options.top_n]
-    findings = [_bottleneck(profile, [span], "span", _label(span)) for span in ranked]
+    findings = [_bottleneck(profile, [span], "span") for span in ranked]
     reported = {(span,) for span in ranked}
-    for (category, operation), spans in _top_operations(profile, options.top_n):
+    for _, spans in _top_operations(profile, options.top_n):
         if tuple(spans) in reported:
             continue  # the operation is one span, already reported as such
-        label = _label(spans[0]) if len(spans) == 1 else f"{category} {operation} ({len(spans)} spans)"
-        findings.append(_bottleneck(profile, spans, "operation", label))
+        findings.append(_bottleneck(profile, spans, "operation"))
     return findings
 
 
@@ -46,19 +49,65 @@ def _top_operations(profile: TraceProfile, top_n: int) -> list[tuple[tuple[str, 
     return [(key, spans_of[key]) for key, _ in ranked]
 
 
-def _bottleneck(profile: TraceProfile, spans: list[SpanProfile], scope: str, label: str) -> Finding:
+def _subject(category: str, operation: str, count: int) -> str:
+    """What a bottleneck is about, as the subject of a sentence."""
+    if category in (LLM, EMBEDDING):
+        return f"The {operation} call" if count == 1 else f"The {count} {operation} calls"
+    if category == TOOL:
+        return f"Tool {operation}" if count == 1 else f"The {count} calls of tool {operation}"
+    if category == AGENT:
+        return f"Agent {operation}'s own code"
+    if category == INTERNAL:
+        return f"'{operation}'" if count == 1 else f"The {count} '{operation}' spans"
+    return f"{category.capitalize()} {operation}" if count == 1 else f"The {count} {category} {operation} calls"
+
+
+def _suggestion(category: str, operation: str, spans: list[SpanProfile]) -> str:
+    """The change that would make a bottleneck (or slow tool) smaller, one sentence."""
+    these = "these calls" if len(spans) > 1 else "this call"
+    if category == LLM:
+        outputs = [s.tokens.output for s in spans if s.tokens is not None and s.tokens.output > 0]
+        average = round(sum(outputs) / len(outputs)) if outputs else None
+        if average is not None and average <= SHORT_ANSWER_TOKENS:
+            return (
+                f"Use a smaller or faster model than {operation} for {these}: "
+                f"the answers are short ({average:,} output tokens on average)."
+            )
+        return f"Use a faster model than {operation} for {these}, or send shorter prompts and ask for shorter answers."
+    if category == EMBEDDING:
+        return f"Batch the {operation} requests into one call and cache the embeddings of text seen before."
+    if category == TOOL:
+        return f"Make tool {operation} faster, or cache its results when the same inputs come back."
+    if category == AGENT:
+        return f"Look at what agent {operation} does between its steps: its own code holds this time."
+    if category == RETRIEVAL:
+        return f"Cache what {operation} retrieves, or retrieve fewer documents."
+    return f"Profile '{operation}': this time is spent in the application's own code."
+
+
+def _bottleneck(profile: TraceProfile, spans: list[SpanProfile], scope: str) -> Finding:
     critical = sum(s.critical_path_ns for s in spans)
     removed, saving = _projected(profile, spans, 0.0)
     halved, saving_2x = _projected(profile, spans, 0.5)
     share = _share(critical, profile.critical_path_ns)
     first = spans[0]
+    subject = _subject(first.category, first.operation, len(spans))
+    if len(spans) == 1:
+        # One span: say which one, as the span tree and the waterfall show it.
+        if first.operation not in first.name:
+            subject += f" '{first.name}'"
+        subject += f" {_at(profile, first)}"
+    verb = "hold" if len(spans) > 1 and first.category != AGENT else "holds"
     return Finding(
         kind=BOTTLENECK,
         title=(
-            f"{label} holds {format_duration(critical)} of the critical path ({_percent(share)}); "
-            f"without its own time the trace ends {format_duration(saving)} sooner, "
-            f"2x faster {format_duration(saving_2x)} sooner"
+            f"{subject} {verb} {format_duration(critical)} of the critical path "
+            f"({_percent(critical / profile.critical_path_ns)}): "
+            f"removing that time would end the trace {format_duration(saving)} sooner, "
+            f"halving it {format_duration(saving_2x)} sooner."
         ),
+        suggestion=_suggestion(first.category, first.operation, spans) if saving > 0 else None,
+        where=where(profile, spans),
         saving_ns=saving,
         span_ids=tuple(s.record.span_id for s in spans),
         operation=first.operation,
@@ -90,13 +139,23 @@ def find_slow_tools(profile: TraceProfile, options: FindingOptions = DEFAULT_OPT
         share = _share(span.self_time_ns, duration)
         removed, saving = _projected(profile, [span], 0.0)
         halved, saving_2x = _projected(profile, [span], 0.5)
+        took = (
+            f"Tool {span.operation} took {format_duration(span.self_time_ns)} itself "
+            f"({_percent(span.self_time_ns / duration)} of the trace)"
+        )
+        if saving > 0:
+            title = (
+                f"{took}: removing that time would end the trace {format_duration(saving)} sooner, "
+                f"halving it {format_duration(saving_2x)} sooner."
+            )
+        else:
+            title = f"{took}, but beside longer work: making it faster would not end the trace sooner."
         findings.append(
             Finding(
                 kind=SLOW_TOOL,
-                title=(
-                    f"tool {span.operation} took {format_duration(span.self_time_ns)} itself "
-                    f"({_percent(share)} of the trace); without it the trace would end {format_duration(saving)} sooner"
-                ),
+                title=title,
+                suggestion=_suggestion(TOOL, span.operation, [span]) if saving > 0 else None,
+                where=where(profile, [span]),
                 saving_ns=saving,
                 span_ids=(span.record.span_id,),
                 operation=span.operation,

@@ -12,10 +12,12 @@ from .base import (
     LARGE_PROMPT,
     Finding,
     FindingOptions,
+    _at,
     _by_start,
     _llm_calls,
     _percent,
     _share,
+    where,
 )
 
 
@@ -43,9 +45,14 @@ def find_large_prompts(profile: TraceProfile, options: FindingOptions = DEFAULT_
             Finding(
                 kind=LARGE_PROMPT,
                 title=(
-                    f"LLM call to {model} sends {usage.input:,} input tokens, "
-                    f"{_percent(share)} of its {window:,}-token context window"
+                    f"The {model} call {_at(profile, span)} sends "
+                    f"{usage.input:,} input tokens, {_percent(share)} of its {window:,}-token context window."
                 ),
+                suggestion=(
+                    "Trim or summarise the context (older turns, long tool results) before this call: "
+                    "the window is mostly used."
+                ),
+                where=where(profile, [span]),
                 span_ids=(span.record.span_id,),
                 operation=span.operation,
                 category=LLM,

@@ -16,6 +16,7 @@ from .base import (
     _tokens,
     _with_descendants,
     format_duration,
+    where,
 )
 
 
@@ -54,9 +55,15 @@ def _chain_finding(profile: TraceProfile, parent: SpanProfile, run: list[SpanPro
     return Finding(
         kind=SEQUENTIAL_LLM_CHAIN,
         title=(
-            f"{len(run)} LLM calls in a row under '{parent.name}': {format_duration(llm_ns)} of LLM time "
-            f"over {format_duration(chain_ns)} ({_percent(_share(chain_ns, profile.duration_ns))} of the trace)"
+            f"{len(run)} LLM calls ran one after another under '{parent.name}': {format_duration(llm_ns)} "
+            f"of LLM time over {format_duration(chain_ns)} ({_percent(_share(chain_ns, profile.duration_ns))} "
+            "of the trace)."
         ),
+        suggestion=(
+            "Merge steps that need no separate round trip into one prompt, "
+            "and run the calls that do not need each other's answers together."
+        ),
+        where=where(profile, run),
         span_ids=tuple(s.record.span_id for s in run),
         operation=models[0] if len(models) == 1 else None,
         category=LLM,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..categories import LLM
 from ..genai import TokenUsage
 from ..intervals import union_length
-from ..profile import TraceProfile
+from ..profile import SpanProfile, TraceProfile
 from .base import (
     DEFAULT_OPTIONS,
     LLM_GAPS,
@@ -21,9 +21,17 @@ from .base import (
     _by_start,
     _llm_calls,
     _percent,
+    _plural,
     _share,
     format_duration,
+    where,
 )
+
+#: Time to first token at least this share of the streaming calls' time: streaming to the user pays.
+FIRST_TOKEN_DOMINATES = 0.5
+#: Prefix caching is suggested below this hit rate, when at least this many input tokens were not cached.
+LOW_CACHE_HIT_RATE = 0.5
+MIN_UNCACHED_TOKENS = 1024
 
 
 def find_llm_timing(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
@@ -57,10 +65,17 @@ def find_llm_timing(profile: TraceProfile, options: FindingOptions = DEFAULT_OPT
         Finding(
             kind=LLM_TIMING,
             title=(
-                f"{len(timed)} streaming LLM call{'s' if len(timed) > 1 else ''}: "
-                f"{format_duration(total_first)} to first token, {format_duration(total_decode)} decoding "
-                f"({_percent(share)} waiting for the first token)"
+                f"{_plural(len(timed), 'streaming LLM call')} waited {format_duration(total_first)} for the "
+                f"first token and spent {format_duration(total_decode)} decoding "
+                f"({_percent(share)} of the time waiting)."
             ),
+            suggestion=(
+                "Stream the answer on to the user as it arrives: most of these calls' time is the wait "
+                "for the first token."
+                if share >= FIRST_TOKEN_DOMINATES
+                else None
+            ),
+            where=where(profile, timed),
             span_ids=tuple(s.record.span_id for s in timed),
             category=LLM,
             evidence={
@@ -79,6 +94,7 @@ def find_llm_gaps(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIO
     how much of it other steps (tools, retrievals, ...) cover, and how much is the agent's own."""
     gaps: list[JSONValue] = []
     span_ids: list[str] = []
+    spans: dict[str, SpanProfile] = {}
     total = total_covered = 0
     for parent in profile.spans:
         llm_children = [c for c in parent.children if c.category == LLM]
@@ -92,6 +108,7 @@ def find_llm_gaps(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIO
             total += end - start
             total_covered += covered
             span_ids.extend((before.record.span_id, after.record.span_id))
+            spans.update({before.record.span_id: before, after.record.span_id: after})
             gaps.append(
                 {
                     "parent_span_id": parent.record.span_id,
@@ -104,15 +121,23 @@ def find_llm_gaps(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIO
             )
     if not gaps:
         return []
+    own = total - total_covered
+    # The agents' own code is worth a look only when it is a real part of the trace and of the gaps.
+    worth_a_look = own >= options.min_saving * profile.duration_ns and 2 * own >= total
     return [
         Finding(
             kind=LLM_GAPS,
             title=(
-                f"{format_duration(total)} between consecutive LLM calls "
-                f"({len(gaps)} gap{'s' if len(gaps) > 1 else ''}): "
-                f"{format_duration(total_covered)} in tools and other steps, "
-                f"{format_duration(total - total_covered)} in the agents' own code"
+                f"{format_duration(total)} passed between consecutive LLM calls "
+                f"({_plural(len(gaps), 'gap')}): {format_duration(total_covered)} in tools and other steps, "
+                f"{format_duration(own)} in the agents' own code."
             ),
+            suggestion=(
+                f"Look at what the agents' own code does between LLM calls: {format_duration(own)} goes there."
+                if worth_a_look
+                else None
+            ),
+            where=where(profile, spans.values()),
             span_ids=tuple(dict.fromkeys(span_ids)),
             category=LLM,
             evidence={
@@ -143,10 +168,23 @@ def find_prefix_cache(profile: TraceProfile, options: FindingOptions = DEFAULT_O
         models[model] = {"input": usage.input, "cached_input": cached, "hit_rate": _share(cached, usage.input)}
     cached = min(total.cached_input, total.input)
     rate = _share(cached, total.input)
+    calls = [s for s in _llm_calls(profile) if s.tokens is not None and s.tokens.input > 0]
+    worth_caching = len(calls) > 1 and rate < LOW_CACHE_HIT_RATE and total.input - cached >= MIN_UNCACHED_TOKENS
     return [
         Finding(
             kind=PREFIX_CACHE,
-            title=f"prefix cache hit rate {_percent(rate)}: {cached:,} of {total.input:,} input tokens were cached",
+            title=(
+                f"The provider's prefix cache served {_percent(rate)} of the input tokens "
+                f"({cached:,} of {total.input:,})."
+            ),
+            suggestion=(
+                "Reuse the shared prompt prefix: put what the calls share (system prompt, tool definitions) first "
+                "and keep it unchanged between calls, so the provider can cache it."
+                if worth_caching
+                else None
+            ),
+            span_ids=tuple(s.record.span_id for s in _by_start(calls)),
+            where=where(profile, calls),
             category=LLM,
             evidence={
                 "input": total.input,

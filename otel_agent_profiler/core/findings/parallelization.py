@@ -17,8 +17,12 @@ from .base import (
     Finding,
     FindingOptions,
     JSONValue,
+    _percent,
     _projected,
+    _share,
+    describe_where,
     format_duration,
+    where,
 )
 
 _PARALLEL_CATEGORIES = frozenset(CATEGORIES) - {INTERNAL}
@@ -210,6 +214,7 @@ def _parallel_group(
         return []
     categories = {s.category for s in group}
     what = f"{next(iter(categories))} calls" if len(categories) == 1 else "steps"
+    located = where(profile, group)
     members: list[JSONValue] = [
         {
             "span_id": s.record.span_id,
@@ -225,10 +230,14 @@ def _parallel_group(
         Finding(
             kind=PARALLELIZABLE,
             title=(
-                f"{len(group)} {what} under '{parent.name}' ran one after another with no data dependency; "
-                f"started together the trace takes {format_duration(projected)} instead of "
-                f"{format_duration(profile.duration_ns)}"
+                f"{len(group)} {what} under '{parent.name}' ran one after another with no data dependency: "
+                f"started together they would end the trace {format_duration(saving)} sooner "
+                f"({_percent(_share(saving, profile.duration_ns))} of it)."
             ),
+            suggestion=(
+                f"Run these calls together with asyncio.gather or a thread pool: {describe_where(located, limit=6)}."
+            ),
+            where=located,
             saving_ns=saving,
             span_ids=tuple(s.record.span_id for s in group),
             operation=group[0].operation if len({s.operation for s in group}) == 1 else None,

@@ -10,9 +10,11 @@ from .base import (
     Finding,
     FindingOptions,
     _by_start,
+    _plural,
     _projected,
     _with_descendants,
     format_duration,
+    where,
 )
 
 _ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "input.value", "tool.parameters")
@@ -54,10 +56,17 @@ def find_repeated_tool_calls(profile: TraceProfile, options: FindingOptions = DE
             Finding(
                 kind=REPEATED_TOOL_CALL,
                 title=(
-                    f"tool {tool} called {len(spans)} times with the same arguments; "
-                    f"dropping the {len(repeats)} repeat{'s' if len(repeats) > 1 else ''} "
-                    f"saves {format_duration(saving)}"
+                    f"Tool {tool} was called {len(spans)} times with the same arguments: "
+                    + (
+                        f"dropping the {_plural(len(repeats), 'repeat')} would end the trace "
+                        f"{format_duration(saving)} sooner."
+                        if saving > 0
+                        else f"the {_plural(len(repeats), 'repeat')} ran beside other work, so dropping them "
+                        "saves calls but no time."
+                    )
                 ),
+                suggestion=f"Cache the results of tool {tool} so identical calls are made once.",
+                where=where(profile, spans),
                 saving_ns=saving,
                 span_ids=tuple(s.record.span_id for s in spans),
                 operation=tool,

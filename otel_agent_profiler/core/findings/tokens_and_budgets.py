@@ -53,8 +53,8 @@ def find_token_profile(profile: TraceProfile, options: FindingOptions = DEFAULT_
         Finding(
             kind=TOKEN_PROFILE,
             title=(
-                f"{total:,} tokens{cost} in {profile.llm_calls} LLM call{'s' if profile.llm_calls != 1 else ''}; "
-                f"{_percent(critical_share)} of the tokens on the critical path"
+                f"{total:,} tokens{cost} in {profile.llm_calls} LLM call{'s' if profile.llm_calls != 1 else ''}, "
+                f"{_percent(critical_share)} of them on the critical path."
             ),
             evidence={
                 "tokens": _tokens(profile.tokens),
@@ -100,10 +100,18 @@ def find_budget_overruns(profile: TraceProfile, options: FindingOptions = DEFAUL
     return findings
 
 
+_BUDGET_SUGGESTIONS = {
+    "tokens": "Send fewer tokens: trim or summarise the context, and cache identical calls.",
+    "cost_usd": "Use a cheaper model where the answers are short, and send less context.",
+    "latency_ns": "Make the changes the other findings suggest, the largest saving first.",
+}
+
+
 def _budget(budget: str, detail: str, actual: float, limit: float) -> Finding:
     over: JSONValue = actual - limit
     return Finding(
         kind=BUDGET_EXCEEDED,
-        title=f"trace exceeds its {budget.split('_')[0]} budget: {detail}",
+        title=f"The trace exceeds its {budget.split('_')[0]} budget: {detail}.",
+        suggestion=_BUDGET_SUGGESTIONS[budget],
         evidence={"budget": budget, "limit": limit, "actual": actual, "over": over},
     )

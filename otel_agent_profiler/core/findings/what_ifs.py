@@ -8,7 +8,17 @@ from collections.abc import Iterable
 from ..categories import CATEGORIES, EMBEDDING, LLM
 from ..genai import strip_snapshot
 from ..profile import SpanProfile, TraceProfile
-from .base import WHAT_IF, Finding, _by_start, _projected, _with_descendants, format_duration
+from .base import (
+    WHAT_IF,
+    Finding,
+    _by_start,
+    _percent,
+    _projected,
+    _share,
+    _with_descendants,
+    format_duration,
+    where,
+)
 
 
 def select(profile: TraceProfile, selector: str) -> list[SpanProfile]:
@@ -52,9 +62,10 @@ def what_if(profile: TraceProfile, selector: str, speedup: float) -> Finding:
     label = _selector_label(selector)
     faster = "instant" if math.isinf(speedup) else f"{speedup:g}x faster"
     title = (
-        f"{label} {faster} saves {format_duration(saving)} of {format_duration(profile.duration_ns)}"
+        f"With {label} {faster}, the trace would end {format_duration(saving)} sooner "
+        f"({_percent(_share(saving, profile.duration_ns))} of its {format_duration(profile.duration_ns)})."
         if selected
-        else f"{label}: no span matches"
+        else f"No span matches {label}."
     )
     categories = {s.category for s in selected}
     operations = {s.operation for s in selected}
@@ -63,6 +74,7 @@ def what_if(profile: TraceProfile, selector: str, speedup: float) -> Finding:
         title=title,
         saving_ns=saving,
         span_ids=tuple(s.record.span_id for s in _by_start(selected)),
+        where=where(profile, selected),
         operation=next(iter(operations)) if len(operations) == 1 else None,
         category=next(iter(categories)) if len(categories) == 1 else None,
         evidence={
