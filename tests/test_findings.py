@@ -141,7 +141,7 @@ def test_bottlenecks_top_spans_and_operations() -> None:
     ]
     assert findings[0].title == (
         "The gpt-4o call 'llm2' at 680 ms holds 520 ms of the critical path (42%): "
-        "removing that time would end the trace 520 ms sooner, halving it 260 ms sooner."
+        "removing that time would end the trace 520 ms sooner, making it twice as fast 260 ms sooner."
     )
     assert findings[3].title.startswith("The 2 gpt-4o calls hold 820 ms of the critical path (66%)")
     assert findings[0].evidence == {
@@ -203,7 +203,7 @@ def test_slow_tools_by_threshold_and_share() -> None:
     fetch, warm = findings
     assert fetch.title == (
         "Tool web_fetch took 1.5 s itself (75% of the trace): removing that time would end the trace 900 ms sooner, "
-        "halving it 750 ms sooner."
+        "making it twice as fast 750 ms sooner."
     )
     assert fetch.evidence["trace_share"] == 0.75
     assert fetch.evidence["on_critical_path"] is True

@@ -104,7 +104,7 @@ def _bottleneck(profile: TraceProfile, spans: list[SpanProfile], scope: str) -> 
             f"{subject} {verb} {format_duration(critical)} of the critical path "
             f"({_percent(critical / profile.critical_path_ns)}): "
             f"removing that time would end the trace {format_duration(saving)} sooner, "
-            f"halving it {format_duration(saving_2x)} sooner."
+            f"making it twice as fast {format_duration(saving_2x)} sooner."
         ),
         suggestion=_suggestion(first.category, first.operation, spans) if saving > 0 else None,
         where=where(profile, spans),
@@ -146,7 +146,7 @@ def find_slow_tools(profile: TraceProfile, options: FindingOptions = DEFAULT_OPT
         if saving > 0:
             title = (
                 f"{took}: removing that time would end the trace {format_duration(saving)} sooner, "
-                f"halving it {format_duration(saving_2x)} sooner."
+                f"making it twice as fast {format_duration(saving_2x)} sooner."
             )
         else:
             title = f"{took}, but beside longer work: making it faster would not end the trace sooner."
