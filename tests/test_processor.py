@@ -1028,7 +1028,7 @@ def test_console_report_is_printed_at_shutdown(
     assert "Where the time went" not in capsys.readouterr().err
     rig.profiler.shutdown()
     err = capsys.readouterr().err
-    assert "1 traces profiled" in err
+    assert "1 trace profiled" in err
     assert "Where the time went" in err
     assert "Span tree" in err
     for name in ("invoke_agent planner", "chat gpt-4o", "execute_tool search", "retrieve kb"):
