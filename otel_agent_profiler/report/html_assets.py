@@ -302,7 +302,7 @@ JS = r"""
     t.findings.forEach(function (f) {
       var tr = html("tr", "finding", null, body);
       if (f.span_ids.length) {
-        tr.title = "click to outline its " + f.span_ids.length + " span(s) in the waterfall and flame chart";
+        tr.title = "click to outline its " + plural(f.span_ids.length, "span") + " in the waterfall and flame chart";
         tr.addEventListener("click", function () { highlight(tr, f.span_ids); });
       }
       html("span", "badge", f.kind, html("td", null, null, tr));
