@@ -28,6 +28,17 @@ def _instrument_command() -> list[str]:
     return [found]
 
 
+def _time_scale(text: str) -> float:
+    """A finite factor of at least 0, else the one-line usage error argparse prints (no traceback)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m demo",
@@ -39,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--time-scale",
-        type=float,
+        type=_time_scale,
         default=1.0,
         help="multiply the fake LLM's latencies (default: %(default)s; 0.1 runs ten times faster)",
     )

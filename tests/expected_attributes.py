@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from otel_agent_profiler.core import CATEGORIES, TraceProfile
+from otel_agent_profiler.core.findings import DEFAULT_CONTEXT_WINDOWS
+from otel_agent_profiler.core.genai import strip_snapshot
 from otel_agent_profiler.live import attributes as attr
 
 
@@ -27,6 +29,9 @@ def expected_of(profile: TraceProfile, complete: bool) -> dict[str, dict[str, An
             values[attr.TIME_TO_FIRST_TOKEN_MS] = span.time_to_first_token_ns / 1e6
         if span.cost_usd is not None:
             values[attr.COST_USD] = span.cost_usd
+        window = DEFAULT_CONTEXT_WINDOWS.get(strip_snapshot(span.model or span.operation))
+        if span.category == "llm" and span.tokens is not None and span.tokens.input > 0 and window:
+            values[attr.CONTEXT_WINDOW_USE] = round(span.tokens.input / window, 4)
         if span.span_id in roots:
             values[attr.TRACE_DURATION_MS] = profile.duration_ns / 1e6
             values[attr.TRACE_CRITICAL_PATH_MS] = critical / 1e6

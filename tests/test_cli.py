@@ -505,7 +505,7 @@ def _assert_text_report(text: str, full: str, light: str) -> None:
             assert name in rows, name
             assert re.search(rf"\b{count}\b", rows[name]), rows[name]
             if path_ms:
-                assert f"{path_ms:.1f}ms" in rows[name], rows[name]
+                assert f"{path_ms:.1f} ms" in rows[name], rows[name]
     assert "critical path" in lowered
     # Top operations: the model and the tool.
     assert "operation" in lowered

@@ -31,7 +31,7 @@ def test_demo_prints_the_report_without_any_collector() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     report = result.stderr
     assert "not exporting" in report
-    assert "otel-agent-profiler: 1 traces profiled" in report
+    assert "otel-agent-profiler: 1 trace profiled" in report
     assert "Where the time went" in report and "Span tree" in report
     assert f"{EXPECTED_SPANS} spans" in report
     for operation in ("gpt-4o-mini", "fetch_url", "search_kb", "research_assistant"):

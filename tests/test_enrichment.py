@@ -298,7 +298,7 @@ def test_every_span_has_the_span_attributes_and_only_roots_the_totals(pipeline: 
     p = pipeline()
     varied_trace(p.tracer)
     exported, _ = p.run()
-    required = set(attr.SPAN_ATTRIBUTES) - {attr.TIME_TO_FIRST_TOKEN_MS, attr.COST_USD}
+    required = set(attr.SPAN_ATTRIBUTES) - {attr.TIME_TO_FIRST_TOKEN_MS, attr.COST_USD, attr.CONTEXT_WINDOW_USE}
     required_root = set(attr.ROOT_ATTRIBUTES) - {attr.TRACE_COST_USD, attr.TRACE_CRITICAL_PATH_COST_USD}
     for span in exported.values():
         keys = set(span.attributes)

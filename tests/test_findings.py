@@ -202,7 +202,7 @@ def test_slow_tools_by_threshold_and_share() -> None:
     ]
     fetch, warm = findings
     assert fetch.title == (
-        "Tool web_fetch took 1.5 s itself (75% of the trace): removing that time would end the trace 900 ms sooner, "
+        "Tool web_fetch took 1.50 s itself (75% of the trace): removing that time would end the trace 900 ms sooner, "
         "making it twice as fast 750 ms sooner."
     )
     assert fetch.evidence["trace_share"] == 0.75
@@ -666,7 +666,7 @@ def test_gaps_between_consecutive_llm_calls() -> None:
     (finding,) = of_kind(find_llm_gaps(profile(records)), LLM_GAPS)
     assert finding.title == (
         "270 ms passed between consecutive LLM calls (2 gaps): 180 ms in tools and other steps, "
-        "90 ms in the agents' own code."
+        "90.0 ms in the agents' own code."
     )
     assert finding.span_ids == (sid("l1"), sid("l2"), sid("l3"))
     assert finding.evidence == {
@@ -789,7 +789,7 @@ def test_budgets_exceeded() -> None:
     assert [f.title for f in findings] == [
         "The trace exceeds its tokens budget: 6,350 tokens, 1,350 over the budget of 5,000.",
         "The trace exceeds its cost budget: $0.0120, $0.0020 over the budget of $0.0100.",
-        "The trace exceeds its latency budget: 1 s end to end, 200 ms over the budget of 800 ms.",
+        "The trace exceeds its latency budget: 1.00 s end to end, 200 ms over the budget of 800 ms.",
     ]
     assert findings[0].evidence == {"budget": "tokens", "limit": 5000, "actual": 6350, "over": 1350}
     assert findings[2].evidence == {"budget": "latency_ns", "limit": 800 * MS, "actual": 1000 * MS, "over": 200 * MS}

@@ -142,7 +142,7 @@ def test_a_slow_tool_beside_longer_work_saves_nothing_and_is_left_out() -> None:
     (slow,) = [f for f in find_slow_tools(trace) if f.kind == SLOW_TOOL]
     assert slow.saving_ns == 0 and slow.suggestion is None
     assert slow.title == (
-        "Tool slow_api took 1.5 s itself (50% of the trace), but beside longer work: "
+        "Tool slow_api took 1.50 s itself (50% of the trace), but beside longer work: "
         "making it faster would not end the trace sooner."
     )
     assert all(f.kind != SLOW_TOOL for f in find_all(trace, FindingOptions(min_saving=0)))

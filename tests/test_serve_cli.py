@@ -85,7 +85,7 @@ def test_bad_upstream_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     code = cli.main(
         ["serve", "--http-port", "0", "--grpc-port", "0", "--upstream", "ftp://x", "--upstream-protocol", "http"]
     )
-    assert code == cli.EXIT_FAILURE
+    assert code == cli.EXIT_BAD_INPUT
     assert "cannot serve" in capsys.readouterr().err
 
 
@@ -97,5 +97,5 @@ def test_port_in_use_is_an_error(which: str, capsys: pytest.CaptureFixture[str])
         port = busy.getsockname()[1]
         args = {"--http-port": "0", "--grpc-port": "0", which: str(port)}
         code = cli.main(["serve", *[x for pair in args.items() for x in pair]])
-    assert code == cli.EXIT_FAILURE
+    assert code == cli.EXIT_BAD_INPUT
     assert "cannot serve" in capsys.readouterr().err

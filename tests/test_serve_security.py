@@ -371,23 +371,23 @@ def test_cli_options(
     for bad, code, message in (
         (["--tls-cert", str(cert[0])], cli.EXIT_BAD_INPUT, "--tls-key"),
         (["--tls-key", str(cert[1])], cli.EXIT_BAD_INPUT, "--tls-cert"),
-        (["--bearer-token-file", str(tmp_path / "missing")], cli.EXIT_FAILURE, "cannot read --bearer-token-file"),
+        (["--bearer-token-file", str(tmp_path / "missing")], cli.EXIT_BAD_INPUT, "cannot read --bearer-token-file"),
     ):
         assert cli.main(["serve", *bad]) == code
         assert message in capsys.readouterr().err
     (tmp_path / "empty").write_text("\n")
-    assert cli.main(["serve", "--bearer-token-file", str(tmp_path / "empty")]) == cli.EXIT_FAILURE
+    assert cli.main(["serve", "--bearer-token-file", str(tmp_path / "empty")]) == cli.EXIT_BAD_INPUT
     assert "is empty" in capsys.readouterr().err
 
 
 def test_cli_reports_bad_tls_files_and_tokens(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = str(tmp_path / "missing.pem")
     code = cli.main(["serve", "--http-port", "0", "--grpc-port", "0", "--tls-cert", missing, "--tls-key", missing])
-    assert code == cli.EXIT_FAILURE
+    assert code == cli.EXIT_BAD_INPUT
     assert "cannot serve: cannot load TLS certificate" in capsys.readouterr().err
     token_file = tmp_path / "token"
     token_file.write_text("two words\n")
     code = cli.main(["serve", "--http-port", "0", "--grpc-port", "0", "--bearer-token-file", str(token_file)])
-    assert code == cli.EXIT_FAILURE
+    assert code == cli.EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert "cannot serve" in err and "two words" not in err

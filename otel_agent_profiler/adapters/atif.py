@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from ..core.pricing import RECORDED_COST_ATTRIBUTE
 from ..core.records import AttributeValue, SpanKind, SpanRecord, StatusCode
 
 TIMING_ATTRIBUTE = "agent_profiler.timing"
@@ -177,6 +179,9 @@ def _llm_record(
         value = _int(metrics.get(key))
         if value is not None:
             attributes[attribute] = value
+    cost = metrics.get("cost_usd")
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost) and cost >= 0:
+        attributes[RECORDED_COST_ATTRIBUTE] = float(cost)
     # The step's message and tool calls are the call's output: findings look for tool call ids here.
     parts: list[dict[str, Any]] = []
     if isinstance(step.get("message"), str) and step["message"]:

@@ -49,6 +49,7 @@ import pandas as pd
 
 from ..core.categories import CATEGORIES
 from ..core.profile import TraceProfile
+from ..core.units import plural
 from .span_table import as_span_table, trace_table
 from .statistics import group_codes, grouped_summary
 
@@ -190,9 +191,8 @@ class Comparison:
         rows = self.regressions
         if rows.empty:
             return f"no regression (threshold {self.threshold:.0%}, alpha {self.alpha})"
-        lines = [
-            f"{len(rows)} regression(s) (threshold {self.threshold:.0%} on the {self.center}, alpha {self.alpha}):"
-        ]
+        found = plural(len(rows), "regression")
+        lines = [f"{found} (threshold {self.threshold:.0%} on the {self.center}, alpha {self.alpha}):"]
         for row in rows.itertuples(index=False):
             what = (
                 "run"

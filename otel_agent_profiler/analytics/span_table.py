@@ -41,6 +41,8 @@ reasoning_tokens        Int64
 total_tokens            Int64                   input plus output tokens
 time_to_first_token_ms  Float64                 streaming LLM spans; ``<NA>`` otherwise
 cost_usd                Float64                 spans whose model has a price (with a price table)
+context_window_use      Float64                 LLM spans: input tokens ÷ the model's context window
+                                                (0.42 = 42%); ``<NA>`` when unknown
 ======================= ======================= ==========================================================
 
 Rows are in the order of the profiles given, and within a trace in depth-first order (roots and
@@ -66,6 +68,7 @@ import pandas as pd
 
 from ..core.analyze import Classifier
 from ..core.categories import CATEGORIES, classify
+from ..core.context_window import context_window_use
 from ..core.pricing import PriceTable
 from ..core.profile import SpanProfile, TraceProfile
 from ..core.records import SpanKind, StatusCode
@@ -103,6 +106,7 @@ SPAN_COLUMNS: dict[str, str] = {
     "total_tokens": "Int64",
     "time_to_first_token_ms": "Float64",
     "cost_usd": "Float64",
+    "context_window_use": "Float64",
 }
 
 #: The trace table's fixed columns and their dtypes (``<category>_calls`` columns, int64, come after span_count).
@@ -270,6 +274,7 @@ def span_table(profiles: Iterable[TraceProfile] | TraceProfile) -> pd.DataFrame:
         "total_tokens": pd.arrays.IntegerArray(total, no_tokens.copy()),
         "time_to_first_token_ms": pd.arrays.FloatingArray(ttft_ms, ttft_mask),
         "cost_usd": _nullable_float([span.cost_usd for span in spans]),
+        "context_window_use": _nullable_float([context_window_use(span) for span in spans]),
     }
     return pd.DataFrame(columns)
 

@@ -40,6 +40,7 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
         help="text format: spans shown per trace in the span tree (default: %(default)s)",
     )
     analyze.add_argument("--ascii", action="store_true", help="text format: draw with ASCII characters only")
+    arguments.add_prices_option(analyze)
     arguments.add_progress_option(analyze)
     analyze.add_argument(
         "--prefix-cache",
@@ -81,9 +82,13 @@ def _prefix_cache_text(candidates: list[Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    inputs = arguments.offline_inputs(args)
+    if inputs is None:
+        return EXIT_BAD_INPUT
+    files, prices, folder_problems = inputs
     progress = Progress(progress_enabled(args.progress))
     with cyclic_gc_paused():
-        loaded = load_profiles(args.files, progress=progress, on_error_line=error)
+        loaded = load_profiles(files, prices=prices, progress=progress, on_error_line=error)
         profiles = loaded.profiles
         # Findings cost a projection of the trace each; JSON output for many traces skips them
         # unless asked for.
@@ -121,4 +126,4 @@ def run(args: argparse.Namespace) -> int:
 
     if not write_output(args.output, report):
         return EXIT_FAILURE
-    return EXIT_OK if loaded.complete else EXIT_BAD_INPUT
+    return EXIT_OK if loaded.complete and not folder_problems else EXIT_BAD_INPUT

@@ -6,8 +6,13 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TypeVar
+
+from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, offline_prices, parse_prices
+from ..core.units import plural
+from ..plugin.environment_variables import OTEL_AGENT_PROFILER_PRICES
 
 PROG = "otel-agent-profiler"
 EXIT_OK = 0
@@ -66,11 +71,92 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def prices(text: str) -> PriceTable:
+    """A price table: JSON text or the path of a JSON file (the format of OTEL_AGENT_PROFILER_PRICES)."""
+    try:
+        return parse_prices(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 # Options several commands have.
+
+#: The suffixes of the files read from a folder given on the command line.
+TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson")
 
 
 def add_files_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE", help="trace file to read; - reads standard input")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="trace file, or folder of them (*.json, *.jsonl, *.ndjson, read recursively); - reads standard input",
+    )
+
+
+def trace_files(path: str) -> list[str]:
+    """The trace files ``path`` names: itself, or the trace files in the folder ``path``, sorted."""
+    folder = Path(path)
+    if path != "-" and folder.is_dir():
+        return sorted(str(p) for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in TRACE_SUFFIXES)
+    return [path]
+
+
+def expand_folders(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The trace files of ``paths`` (folders replaced by their trace files) and an error line per empty folder."""
+    files: list[str] = []
+    problems: list[str] = []
+    for path in paths:
+        found = trace_files(path)
+        if not found:
+            problems.append(f"{path}: no trace files (*.json, *.jsonl, *.ndjson) in this folder")
+        files.extend(found)
+    return files, problems
+
+
+def add_prices_option(parser: argparse.ArgumentParser) -> None:
+    """``--prices FILE|JSON``: model prices for the cost of LLM calls."""
+    parser.add_argument(
+        "--prices",
+        type=prices,
+        metavar="FILE|JSON",
+        help=(
+            "prices of models, US dollars per million tokens, as a JSON file or JSON text: "
+            '\'{"gpt-4o": {"input": 2.5, "output": 10, "cached_input": 1.25}}\'. Default: '
+            f"${OTEL_AGENT_PROFILER_PRICES}; either one is added to (and beats) the built-in list prices of "
+            f"common OpenAI and Anthropic models (as of {BUILT_IN_PRICES_AS_OF}). A cost an ATIF step recorded "
+            "is used as is"
+        ),
+    )
+
+
+def offline_inputs(args: argparse.Namespace) -> tuple[list[str], PriceTable, list[str]] | None:
+    """The files to read (folders expanded), the prices and an error line per empty folder, for
+    analyze, report and export; None, with the error line printed, when $OTEL_AGENT_PROFILER_PRICES is unusable."""
+    try:
+        table = resolve_prices(args.prices)
+    except ValueError as exc:
+        error(str(exc))
+        return None
+    files, problems = expand_folders(args.files)
+    for line in problems:
+        error(line)
+    return files, table, problems
+
+
+def resolve_prices(given: PriceTable | None, environ: Mapping[str, str] | None = None) -> PriceTable:
+    """The prices a command uses: ``--prices``, else $OTEL_AGENT_PROFILER_PRICES, over the built-in ones.
+
+    Raises ``ValueError`` naming the variable when the variable is set but unusable.
+    """
+    if given is None:
+        raw = (os.environ if environ is None else environ).get(OTEL_AGENT_PROFILER_PRICES, "")
+        if raw.strip():
+            try:
+                given = parse_prices(raw)
+            except ValueError as exc:
+                raise ValueError(f"{OTEL_AGENT_PROFILER_PRICES}: {exc}") from None
+    return offline_prices(given)
 
 
 def share(text: str) -> float:
@@ -115,7 +201,7 @@ def single_file_name(paths: Sequence[str]) -> str | None:
 
 def no_such_trace(wanted: str, traces_read: int) -> str:
     """The error line for a ``--trace`` that none of the traces read has."""
-    return f"no trace {wanted} in the input ({traces_read} trace{'' if traces_read == 1 else 's'} read)"
+    return f"no trace {wanted} in the input ({plural(traces_read, 'trace')} read)"
 
 
 # Writing the output.

@@ -13,9 +13,10 @@ import multiprocessing
 import queue
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from pathlib import Path
 from typing import Any
 
+from ..core.pricing import PriceTable
+from ..core.units import plural
 from ..offline import READING, cyclic_gc_paused, load_profiles
 from ..report.progress import Progress, progress_enabled
 from . import arguments
@@ -23,7 +24,6 @@ from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, error, write_outpu
 
 #: Exit code when the candidate regressed past the threshold.
 EXIT_REGRESSION = 3
-_TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson")
 
 
 HELP = "compare two sets of runs and flag regressions (exit code for CI)"
@@ -32,8 +32,9 @@ DESCRIPTION = (
     "median) of duration, self time, critical-path time and tokens, with a Mann-Whitney U test. A "
     "metric regressed when it got worse by more than --threshold and the test says p < --alpha. "
     f"Exit codes: 0 no regression, {EXIT_REGRESSION} a regression, {EXIT_BAD_INPUT} unreadable input "
-    "(the readable files are still compared). BASELINE and CANDIDATE are trace files or folders of "
-    "them (*.json, *.jsonl); give several with --baseline/--candidate."
+    "(the readable files are still compared). BASELINE and CANDIDATE are each one trace file or a folder "
+    "of them (*.json, *.jsonl, *.ndjson, read recursively): put the runs of one side in one folder. With "
+    "prices (--prices, or the built-in ones), the cost of the runs is compared too."
 )
 
 
@@ -58,14 +59,8 @@ def add_arguments(diff: argparse.ArgumentParser) -> None:
     )
     diff.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: %(default)s)")
     diff.add_argument("--output", "-o", metavar="PATH", help="write the report to PATH instead of standard output")
+    arguments.add_prices_option(diff)
     arguments.add_progress_option(diff, while_="while reading and profiling")
-
-
-def _trace_files(path: str) -> list[str]:
-    folder = Path(path)
-    if folder.is_dir():
-        return sorted(str(p) for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in _TRACE_SUFFIXES)
-    return [path]
 
 
 # Set in each worker process: where it reports the steps it finished, for the progress bar.
@@ -99,7 +94,7 @@ class _FileSteps:
         pass
 
 
-def _side(path: str, files: list[str]) -> tuple[Any, int, list[str]]:
+def _side(path: str, files: list[str], prices: PriceTable) -> tuple[Any, int, list[str]]:
     """Read and profile one side's runs (``files``, found in ``path``): (span table, number of runs, error lines).
 
     Module level so a worker process can run it: the two sides are read and profiled in
@@ -109,10 +104,10 @@ def _side(path: str, files: list[str]) -> tuple[Any, int, list[str]]:
     from ..analytics import span_table
 
     if not files:
-        return None, 0, [f"{path}: no trace files (*.json, *.jsonl) in this folder"]
+        return None, 0, [f"{path}: no trace files (*.json, *.jsonl, *.ndjson) in this folder"]
     with cyclic_gc_paused():
         # Error lines are printed by the parent, once the progress bar is done.
-        loaded = load_profiles(files, progress=_FileSteps())
+        loaded = load_profiles(files, prices=prices, progress=_FileSteps())
         profiles = loaded.profiles
         for profile in profiles:
             profile.release()
@@ -126,8 +121,10 @@ def _steps_of(files: list[str]) -> int:
     return len(files) + 2 if files else 0
 
 
-def _both_sides(baseline: str, candidate: str, progress: Progress) -> list[tuple[Any, int, list[str]]]:
-    sides = [(baseline, _trace_files(baseline)), (candidate, _trace_files(candidate))]
+def _both_sides(
+    baseline: str, candidate: str, prices: PriceTable, progress: Progress
+) -> list[tuple[Any, int, list[str]]]:
+    sides = [(baseline, arguments.trace_files(baseline)), (candidate, arguments.trace_files(candidate))]
     progress.start("reading and profiling", sum(_steps_of(files) for _, files in sides))
     try:
         # "spawn": forking a process that may run threads (pandas, the OTel SDK) can deadlock.
@@ -136,7 +133,7 @@ def _both_sides(baseline: str, candidate: str, progress: Progress) -> list[tuple
         with ProcessPoolExecutor(
             max_workers=2, mp_context=context, initializer=_set_step_queue, initargs=(steps,)
         ) as pool:
-            futures = [pool.submit(_side, path, files) for path, files in sides]
+            futures = [pool.submit(_side, path, files, prices) for path, files in sides]
             while not all(future.done() for future in futures):
                 with contextlib.suppress(queue.Empty):
                     progress.advance(detail=steps.get(timeout=0.1))
@@ -148,7 +145,7 @@ def _both_sides(baseline: str, candidate: str, progress: Progress) -> list[tuple
         try:
             results = []
             for path, files in sides:
-                results.append(_side(path, files))
+                results.append(_side(path, files, prices))
                 while not local.empty():
                     progress.advance(detail=local.get())
             return results
@@ -160,10 +157,15 @@ def run(args: argparse.Namespace) -> int:
     # pandas is imported here, not at module level: `analyze` should not pay for it.
     from ..analytics import Comparison, compare_runs
 
+    try:
+        prices = arguments.resolve_prices(args.prices)
+    except ValueError as exc:
+        error(str(exc))
+        return EXIT_BAD_INPUT
     progress = Progress(progress_enabled(args.progress))
     try:
         (baseline, baseline_runs, baseline_errors), (candidate, candidate_runs, candidate_errors) = _both_sides(
-            args.baseline, args.candidate, progress
+            args.baseline, args.candidate, prices, progress
         )
         progress.start("comparing", 1)
         comparison: Comparison | None = None
@@ -207,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
         }
         report = json.dumps(document, indent=2, default=str) + "\n"
     else:
-        report = f"{baseline_runs} baseline runs, {candidate_runs} candidate runs\n{comparison.summary()}\n"
+        runs = f"{plural(baseline_runs, 'baseline run')}, {plural(candidate_runs, 'candidate run')}"
+        report = f"{runs}\n{comparison.summary()}\n"
     if not write_output(args.output, report):
         return EXIT_FAILURE
     if not inputs_ok:

@@ -35,6 +35,7 @@ def add_arguments(export: argparse.ArgumentParser) -> None:
         metavar="TRACE_ID",
         help="export only this trace (hex trace id; repeat for several); default: every trace",
     )
+    arguments.add_prices_option(export)
 
 
 def _selected(profiles: list[TraceProfile], wanted_ids: list[str]) -> list[TraceProfile] | None:
@@ -57,7 +58,11 @@ def run(args: argparse.Namespace) -> int:
     from ..report.chrome_trace import to_chrome_trace
     from ..report.speedscope import to_speedscope
 
-    loaded = load_profiles(args.files, on_error_line=error)
+    inputs = arguments.offline_inputs(args)
+    if inputs is None:
+        return EXIT_BAD_INPUT
+    files, prices, folder_problems = inputs
+    loaded = load_profiles(files, prices=prices, on_error_line=error)
     profiles: list[TraceProfile] | None = loaded.profiles
     if args.trace:
         profiles = _selected(loaded.profiles, args.trace)
@@ -68,10 +73,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
 
     if args.format == "speedscope":
-        document = to_speedscope(profiles, name=arguments.single_file_name(args.files) or PROG)
+        document = to_speedscope(profiles, name=arguments.single_file_name(files) or PROG)
     else:
         document = to_chrome_trace(profiles)
     text = json.dumps(document, separators=(",", ":")) + "\n"
     if not write_output(None if args.output == "-" else args.output, text):
         return EXIT_FAILURE
-    return EXIT_OK if loaded.complete else EXIT_BAD_INPUT
+    return EXIT_OK if loaded.complete and not folder_problems else EXIT_BAD_INPUT

@@ -8,6 +8,8 @@ import sys
 import msgspec
 
 from ..core.findings import Finding, FindingOptions, find_all
+from ..core.pricing import PriceTable
+from ..core.units import plural
 from ..offline import cyclic_gc_paused, load_profiles
 from ..report.progress import Progress, progress_enabled
 from . import arguments
@@ -58,23 +60,29 @@ def add_arguments(report: argparse.ArgumentParser) -> None:
         ),
     )
     arguments.add_min_saving_option(report)
+    arguments.add_prices_option(report)
     arguments.add_progress_option(report, while_="while reading and profiling")
 
 
 def run(args: argparse.Namespace) -> int:
+    inputs = arguments.offline_inputs(args)
+    if inputs is None:
+        return EXIT_BAD_INPUT
+    files, prices, folder_problems = inputs
     progress = Progress(progress_enabled(args.progress))
     # The profiles stay alive to the end: the cyclic collector would only traverse them, again
     # and again (a third of the run time over 200k spans).
     with cyclic_gc_paused():
-        return _run(args, progress)
+        code = _run(args, progress, files, prices)
+    return EXIT_BAD_INPUT if code == EXIT_OK and folder_problems else code
 
 
-def _run(args: argparse.Namespace, progress: Progress) -> int:
+def _run(args: argparse.Namespace, progress: Progress, files: list[str], prices: PriceTable) -> int:
     from ..report.html import detail_traces, render_html, select_trace
     from ..report.summary import build_summary, cross_run_statistics
 
     try:
-        loaded = load_profiles(args.files, progress=progress, on_error_line=error)
+        loaded = load_profiles(files, prices=prices, progress=progress, on_error_line=error)
         profiles = loaded.profiles
         if not profiles:
             progress.close()
@@ -101,7 +109,7 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
         )
         progress.advance()
         progress.start("writing", 1)
-        name = arguments.single_file_name(args.files)
+        name = arguments.single_file_name(files)
         title = f"Agent trace profile: {name}" if name else "Agent trace profile"
         page = render_html(profiles, findings, selected_trace_id=selected.trace_id, statistics=statistics, title=title)
         summary = None
@@ -134,7 +142,8 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
         return EXIT_FAILURE
     spans = sum(p.span_count for p in profiles)
     print(
-        f"wrote {args.html} ({len(page.encode('utf-8')) / 1e6:.2f} MB; {len(profiles)} traces, {spans} spans; "
+        f"wrote {args.html} ({len(page.encode('utf-8')) / 1e6:.2f} MB; {plural(len(profiles), 'trace')}, "
+        f"{plural(spans, 'span')}; "
         f"showing trace {selected.trace_id})",
         file=sys.stderr,
     )

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 
-from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, error, non_negative_float, port, positive_int
+from .arguments import EXIT_BAD_INPUT, error, non_negative_float, port, positive_int
 
 #: Where ``serve`` takes its bearer token from when --bearer-token-file is not given.
 TOKEN_ENV = "OTEL_AGENT_PROFILER_SERVE_TOKEN"
@@ -23,7 +24,8 @@ DESCRIPTION = (
     "backoff, and at --max-pending-spans or --max-memory-mib senders get 503 with Retry-After / UNAVAILABLE. "
     "HTTP connections: at most 100 at once, closed after 10 s without data. "
     "Stops on Ctrl-C or SIGTERM after profiling and forwarding what it holds, for up to --shutdown-grace "
-    "seconds; exits 1 if spans it accepted could not be delivered (logged with their count). TLS and a "
+    "seconds; exits 1 if spans it accepted could not be delivered (logged with their count), 2 if it cannot "
+    "start (a port in use, unreadable TLS or token files, a bad upstream). TLS and a "
     "bearer token are optional and off by default."
 )
 
@@ -166,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         token = _token(args)
     except ValueError as exc:
         error(f"cannot serve: {exc}")
-        return EXIT_FAILURE
+        return EXIT_BAD_INPUT
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServeConfig(
         host=args.host,
@@ -191,5 +193,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         return run_service(config)
     except (OSError, ValueError) as exc:
-        error(f"cannot serve: {exc}")
-        return EXIT_FAILURE
+        # What stops serve from starting is the command line's or the machine's setup (a port in
+        # use, an unreadable certificate, a bad upstream): a user error. Exit code 1 stays what
+        # README says: spans accepted but not delivered.
+        message = str(exc)
+        if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE and exc.strerror:
+            message = exc.strerror  # names the port; without "[Errno 98]"
+        error(f"cannot serve: {message}")
+        return EXIT_BAD_INPUT

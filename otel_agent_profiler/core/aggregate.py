@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .categories import EMBEDDING, LLM
 from .genai import TokenUsage, same_model
-from .pricing import PriceTable
+from .pricing import RECORDED_COST_ATTRIBUTE, PriceTable, recorded_cost_usd
 from .profile import OperationStats, SpanProfile, TraceProfile
 
 
@@ -65,11 +65,12 @@ def aggregate(profile: TraceProfile, prices: PriceTable | None = None) -> None:
         # Only LLM and embedding spans count tokens: agent spans often repeat their
         # children's usage as a total, which would count it twice.
         usage = span.tokens
-        if usage is not None and (category == LLM or category == EMBEDDING):
-            op.tokens.add(usage)
-            if span.on_critical_path:
-                critical_path_tokens.add(usage)
-            if prices is not None:
+        if category == LLM or category == EMBEDDING:
+            if usage is not None:
+                op.tokens.add(usage)
+                if span.on_critical_path:
+                    critical_path_tokens.add(usage)
+            if (usage is not None and prices is not None) or RECORDED_COST_ATTRIBUTE in span.record.attributes:
                 _add_cost(profile, span, prices)
     profile.llm_calls = llm_calls
 
@@ -92,10 +93,12 @@ def aggregate(profile: TraceProfile, prices: PriceTable | None = None) -> None:
             model_usage.add(op.tokens)
 
 
-def _add_cost(profile: TraceProfile, span: SpanProfile, prices: PriceTable) -> None:
-    assert span.tokens is not None
+def _add_cost(profile: TraceProfile, span: SpanProfile, prices: PriceTable | None) -> None:
     model = span.model or span.operation
-    cost = prices.cost_usd(model, span.tokens)
+    # The cost the run recorded (ATIF's cost_usd, a span enriched earlier) is what was billed.
+    cost = recorded_cost_usd(span.record.attributes)
+    if cost is None and prices is not None and span.tokens is not None:
+        cost = prices.cost_usd(model, span.tokens)
     span.cost_usd = cost
     if cost is None:
         return

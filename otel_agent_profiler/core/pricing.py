@@ -7,13 +7,28 @@ tokens, as providers bill them.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from .genai import TokenUsage, strip_snapshot
 
 _PER_TOKEN = 1e-6
+
+#: A span attribute holding the cost of the call as the run recorded it, in US dollars: set by the
+#: ATIF adapter from a step's ``metrics.cost_usd``, and by the profiler's own enrichment. It is
+#: used as is, before any price table.
+RECORDED_COST_ATTRIBUTE = "agent_profiler.cost_usd"
+
+
+def recorded_cost_usd(attributes: Mapping[str, object]) -> float | None:
+    """The recorded cost in ``attributes``, or None when there is none or it is not a usable amount."""
+    value = attributes.get(RECORDED_COST_ATTRIBUTE)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +95,68 @@ class PriceTable:
         """The cost of ``usage`` on ``model``, or None when the model has no price."""
         price = self.price_of(model)
         return None if price is None else price.cost_usd(usage)
+
+
+def parse_prices(value: object) -> PriceTable:
+    """A price table from a mapping, JSON text (starting with ``{``) or the path of a JSON file.
+
+    The format of ``OTEL_AGENT_PROFILER_PRICES`` and of the command line's ``--prices``:
+    ``{"gpt-4o": {"input": 2.5, "output": 10, "cached_input": 1.25}}``, US dollars per million
+    tokens. Raises ``ValueError`` saying what is wrong (an unreadable file, bad JSON, a bad entry).
+    """
+    if isinstance(value, PriceTable):
+        return value
+    if isinstance(value, Mapping):
+        return PriceTable.from_mapping(value)
+    if isinstance(value, (str, Path)):
+        text = str(value).strip()
+        if not text.startswith("{"):
+            try:
+                text = Path(text).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                raise ValueError(f"cannot read price table {str(value)!r}: {reason}") from None
+        try:
+            raw = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ValueError(f"price table is not valid JSON: {exc}") from None
+        if not isinstance(raw, Mapping):
+            raise ValueError("price table must be a JSON object mapping model names to prices")
+        return PriceTable.from_mapping(raw)
+    raise ValueError(f"expected a price table (mapping, JSON text or file path), got {type(value).__name__}")
+
+
+#: When :data:`BUILT_IN_PRICES` was last checked against the providers' public pricing pages.
+BUILT_IN_PRICES_AS_OF = "2026-11-24"
+#: Where :data:`BUILT_IN_PRICES` come from.
+BUILT_IN_PRICES_SOURCES = (
+    "https://platform.openai.com/docs/pricing",
+    "https://platform.claude.com/docs/en/about-claude/pricing",
+)
+#: List prices (standard tier, no batch discount) of common models, US dollars per million tokens,
+#: as of :data:`BUILT_IN_PRICES_AS_OF`. The offline commands use them unless ``--prices`` or
+#: ``OTEL_AGENT_PROFILER_PRICES`` prices the model; a dated snapshot ("gpt-4o-2024-08-06") gets
+#: its alias's price. Anthropic's cache writes cost more than plain input; that surcharge is not
+#: modelled (cached input here is the cache-read rate).
+BUILT_IN_PRICES: Mapping[str, ModelPrice] = {
+    "gpt-4o": ModelPrice(2.50, 10.00, 1.25),
+    "gpt-4o-mini": ModelPrice(0.15, 0.60, 0.075),
+    "gpt-4.1": ModelPrice(2.00, 8.00, 0.50),
+    "gpt-4.1-mini": ModelPrice(0.40, 1.60, 0.10),
+    "gpt-4.1-nano": ModelPrice(0.10, 0.40, 0.025),
+    "gpt-5": ModelPrice(1.25, 10.00, 0.125),
+    "gpt-5-mini": ModelPrice(0.25, 2.00, 0.025),
+    "text-embedding-3-small": ModelPrice(0.02, 0.0),
+    "text-embedding-3-large": ModelPrice(0.13, 0.0),
+    "claude-opus-4-1": ModelPrice(15.00, 75.00, 1.50),
+    "claude-opus-4-5": ModelPrice(5.00, 25.00, 0.50),
+    "claude-sonnet-4": ModelPrice(3.00, 15.00, 0.30),
+    "claude-sonnet-4-5": ModelPrice(3.00, 15.00, 0.30),
+    "claude-haiku-4-5": ModelPrice(1.00, 5.00, 0.10),
+    "claude-3-5-haiku": ModelPrice(0.80, 4.00, 0.08),
+}
+
+
+def offline_prices(user: PriceTable | None) -> PriceTable:
+    """The built-in prices with ``user``'s on top: a model ``user`` prices gets the user's price."""
+    return PriceTable({**BUILT_IN_PRICES, **(user._prices if user is not None else {})})

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .categories import CATEGORIES
+from .context_window import context_window_use
 from .profile import SpanProfile, TraceProfile
 
 _NS_PER_MS = 1e6
@@ -45,6 +46,7 @@ def span_to_dict(span: SpanProfile, trace_start_ns: int) -> dict[str, Any]:
             _ms(span.time_to_first_token_ns) if span.time_to_first_token_ns is not None else None
         ),
         "cost_usd": span.cost_usd,
+        "context_window_use": context_window_use(span),
     }
 
 

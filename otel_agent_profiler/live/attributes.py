@@ -15,6 +15,7 @@ CRITICAL_PATH_MS = "agent_profiler.critical_path_ms"
 ON_CRITICAL_PATH = "agent_profiler.on_critical_path"
 TIME_TO_FIRST_TOKEN_MS = "agent_profiler.time_to_first_token_ms"
 COST_USD = "agent_profiler.cost_usd"
+CONTEXT_WINDOW_USE = "agent_profiler.context_window_use"
 
 TRACE_DURATION_MS = "agent_profiler.trace.duration_ms"
 TRACE_CRITICAL_PATH_MS = "agent_profiler.trace.critical_path_ms"
@@ -43,6 +44,11 @@ SPAN_ATTRIBUTES: dict[str, tuple[str, str | None, str]] = {
     ON_CRITICAL_PATH: ("boolean", None, "whether the span lies on the critical path"),
     TIME_TO_FIRST_TOKEN_MS: ("double", "ms", "streaming LLM spans: time to the first chunk"),
     COST_USD: ("double", "USD", "LLM and embedding spans whose model has a price"),
+    CONTEXT_WINDOW_USE: (
+        "double",
+        None,
+        "LLM spans: input tokens ÷ the model's context window (0.42 = 42%), when the window is known",
+    ),
 }
 
 #: Attributes on each root span of a profiled trace: trace totals.

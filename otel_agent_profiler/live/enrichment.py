@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.categories import CATEGORIES
+from ..core.context_window import context_window_use
 from ..core.profile import SpanProfile, TraceProfile
 from . import attributes as attr
 
@@ -29,6 +30,9 @@ def span_attributes(span: SpanProfile) -> dict[str, Any]:
         values[attr.TIME_TO_FIRST_TOKEN_MS] = span.time_to_first_token_ns / _NS_PER_MS
     if span.cost_usd is not None:
         values[attr.COST_USD] = span.cost_usd
+    window_use = context_window_use(span)
+    if window_use is not None:
+        values[attr.CONTEXT_WINDOW_USE] = window_use
     return values
 
 

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 import math
 import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..core.analyze import Classifier
 from ..core.categories import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE, classify
-from ..core.pricing import PriceTable
+from ..core.pricing import PriceTable, parse_prices
 from ..core.records import AttributeValue
 from . import environment_variables as env
 
@@ -132,35 +130,13 @@ def _parse_overrides(value: Any) -> CategoryOverrides:
     return tuple(pairs)
 
 
-def _parse_prices(value: Any) -> PriceTable:
-    if isinstance(value, PriceTable):
-        return value
-    if isinstance(value, Mapping):
-        return PriceTable.from_mapping(value)
-    if isinstance(value, (str, Path)):
-        text = str(value).strip()
-        if not text.startswith("{"):
-            try:
-                text = Path(text).read_text(encoding="utf-8")
-            except OSError as exc:
-                raise ValueError(f"cannot read price table {str(value)!r}: {exc.strerror or exc}") from None
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"price table is not valid JSON: {exc}") from None
-        if not isinstance(raw, Mapping):
-            raise ValueError("price table must be a JSON object mapping model names to prices")
-        return PriceTable.from_mapping(raw)
-    raise ValueError(f"expected a price table (mapping, JSON text or file path), got {type(value).__name__}")
-
-
 _OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "max_traces": (env.OTEL_AGENT_PROFILER_MAX_TRACES, _parse_positive_int),
     "max_spans_per_trace": (env.OTEL_AGENT_PROFILER_MAX_SPANS_PER_TRACE, _parse_positive_int),
     "trace_timeout_s": (env.OTEL_AGENT_PROFILER_TRACE_TIMEOUT, _parse_positive_float),
     "sample_rate": (env.OTEL_AGENT_PROFILER_SAMPLE_RATE, _parse_rate),
     "category_overrides": (env.OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES, _parse_overrides),
-    "prices": (env.OTEL_AGENT_PROFILER_PRICES, _parse_prices),
+    "prices": (env.OTEL_AGENT_PROFILER_PRICES, parse_prices),
     "metrics_enabled": (env.OTEL_AGENT_PROFILER_METRICS, _parse_bool),
     "enrich_spans": (env.OTEL_AGENT_PROFILER_ENRICH_SPANS, _parse_bool),
     "console_report": (env.OTEL_AGENT_PROFILER_CONSOLE_REPORT, _parse_bool),

@@ -31,6 +31,7 @@ from .._version import __version__
 from ..core.categories import CATEGORIES
 from ..core.findings import Finding, combined_projection, describe_location
 from ..core.profile import TraceProfile
+from ..core.units import format_duration, format_usd, plural
 from .chrome_trace import assign_lanes
 from .html_assets import CSS, JS
 from .text import combined_sentence
@@ -252,13 +253,7 @@ def script_json(data: Any) -> str:
 
 
 def _fmt_ms(ms: float) -> str:
-    if ms >= 1000:
-        return f"{ms / 1000:.2f} s"
-    if ms >= 100:
-        return f"{ms:.0f} ms"
-    if ms >= 10:
-        return f"{ms:.1f} ms"
-    return f"{ms:.2f} ms"
+    return format_duration(ms * _NS_PER_MS)
 
 
 def _legend() -> str:
@@ -275,6 +270,8 @@ def _trace_table(
     profiles: Sequence[TraceProfile], findings: Mapping[str, Sequence[Finding]], embedded: set[str]
 ) -> str:
     rows = []
+    # A cost column only when some trace has a cost: no column of dashes otherwise.
+    with_cost = any(profile.cost_usd is not None for profile in profiles[:MAX_TABLE_ROWS])
     for profile in profiles[:MAX_TABLE_ROWS]:
         trace_id = profile.trace_id
         root = profile.roots[0].name if profile.roots else ""
@@ -289,16 +286,24 @@ def _trace_table(
             f'<td class="num">{profile.span_count:,}</td>'
             f'<td class="num">{profile.llm_calls:,}</td>'
             f'<td class="num">{profile.tokens.total:,}</td>'
-            f'<td class="num">{_fmt_ms(best / _NS_PER_MS) if best else "-"}</td>'
+            + (
+                f'<td class="num">{format_usd(profile.cost_usd) if profile.cost_usd is not None else "-"}</td>'
+                if with_cost
+                else ""
+            )
+            + f'<td class="num">{_fmt_ms(best / _NS_PER_MS) if best else "-"}</td>'
             "</tr>"
         )
     more = ""
     if len(profiles) > MAX_TABLE_ROWS:
-        more = f'<p class="note">The {len(profiles) - MAX_TABLE_ROWS:,} fastest traces are not listed.</p>'
+        unlisted = plural(len(profiles) - MAX_TABLE_ROWS, "fastest trace")
+        more = f'<p class="note">The {unlisted} {"is" if unlisted.startswith("1 ") else "are"} not listed.</p>'
     return (
         '<div class="scroll short"><table id="trace-table"><thead><tr><th>trace id</th><th>root span</th>'
         '<th class="num">duration</th><th class="num">critical path</th><th class="num">spans</th>'
-        '<th class="num">LLM calls</th><th class="num">tokens</th><th class="num">largest saving</th>'
+        '<th class="num">LLM calls</th><th class="num">tokens</th>'
+        + ('<th class="num">cost</th>' if with_cost else "")
+        + '<th class="num">largest saving</th>'
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>{more}"
     )
 

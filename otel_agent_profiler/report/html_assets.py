@@ -107,15 +107,24 @@ JS = r"""
   function byId(id) { return document.getElementById(id); }
   function color(cat) { return COLORS[cat] || "#9aa5b1"; }
 
+  // As core.units.format_duration writes durations: three significant digits, SI units, "1.71 s".
   function fmt(ms) {
     if (ms === null || ms === undefined || isNaN(ms)) { return "-"; }
-    var a = Math.abs(ms);
-    if (a >= 1000) { return (ms / 1000).toFixed(a >= 100000 ? 0 : a >= 10000 ? 1 : 2) + " s"; }
-    if (a >= 100) { return ms.toFixed(0) + " ms"; }
-    if (a >= 10) { return ms.toFixed(1) + " ms"; }
-    if (a >= 1) { return ms.toFixed(2) + " ms"; }
-    if (a === 0) { return "0 ms"; }
-    return (ms * 1000).toFixed(0) + " \u00b5s";
+    var units = [[1e9, "s"], [1e6, "ms"], [1e3, "\u00b5s"], [1, "ns"]], ns = ms * 1e6;
+    for (var i = 0; i < units.length; i++) {
+      if (Math.abs(ns) >= units[i][0] || i === units.length - 1) {
+        var v = ns / units[i][0], a = Math.abs(v);
+        var text = v.toFixed(i === 3 || a >= 100 ? 0 : a >= 10 ? 1 : 2);
+        if (i > 0 && Math.abs(Number(text)) >= 1000) { return fmt((v < 0 ? -1 : 1) * units[i - 1][0] / 1e6); }
+        return text + " " + units[i][1];
+      }
+    }
+  }
+  // As core.units.plural and format_usd: "1 span", "3 spans"; "$0.0123".
+  function plural(n, noun) { return num(n) + " " + (n === 1 ? noun : noun + "s"); }
+  function usd(x) {
+    if (x >= 1) { return "$" + x.toFixed(2); }
+    return x > 0 && x < 0.00005 ? "<$0.0001" : "$" + x.toFixed(4);
   }
   function pct(x) { return (100 * x).toFixed(x < 0.1 ? 1 : 0) + "%"; }
   function num(x) { return x === null || x === undefined ? "-" : x.toLocaleString("en-US"); }
@@ -273,7 +282,7 @@ JS = r"""
       var w1 = max ? v[0] / max * plotW : 0, w2 = max ? v[1] / max * plotW : 0;
       var r1 = svg("rect", { "class": "cat-bar self", x: LW, y: y + 3, width: Math.max(w1, 0.5), height: 12,
         fill: color(c), opacity: 0.5, "data-category": c }, root);
-      svg("title", null, r1).textContent = c + ": self time " + fmt(v[0]) + " over " + v[3] + " spans";
+      svg("title", null, r1).textContent = c + ": self time " + fmt(v[0]) + " over " + plural(v[3], "span");
       var r2 = svg("rect", { "class": "cat-bar critical", x: LW, y: y + 16, width: Math.max(w2, 0.5), height: 12,
         fill: color(c), "data-category": c }, root);
       svg("title", null, r2).textContent = c + ": critical path " + fmt(v[1]) + " (" + pct(v[2]) + " of it)";
@@ -297,7 +306,7 @@ JS = r"""
     t.findings.forEach(function (f) {
       var tr = html("tr", "finding", null, body);
       if (f.span_ids.length) {
-        tr.title = "click to outline its " + f.span_ids.length + " span(s) in the waterfall and flame chart";
+        tr.title = "click to outline its " + plural(f.span_ids.length, "span") + " in the waterfall and flame chart";
         tr.addEventListener("click", function () { highlight(tr, f.span_ids); });
       }
       html("span", "badge", f.kind.replace(/_/g, " "), html("td", null, null, tr));
@@ -357,9 +366,11 @@ JS = r"""
     byId("trace-heading").textContent = "Trace " + t.trace_id + (t.root_name ? " \u2014 " + t.root_name : "");
     var facts = [
       [fmt(t.duration_ms), "duration"], [fmt(t.critical_path_ms), "critical path"],
-      [num(t.span_count), "spans"], [num(t.llm_calls), "LLM calls"], [num(t.tokens), "tokens"]
+      [num(t.span_count), t.span_count === 1 ? "span" : "spans"],
+      [num(t.llm_calls), t.llm_calls === 1 ? "LLM call" : "LLM calls"],
+      [num(t.tokens), t.tokens === 1 ? "token" : "tokens"]
     ];
-    if (t.cost_usd !== null && t.cost_usd !== undefined) { facts.push(["$" + t.cost_usd.toFixed(4), "cost"]); }
+    if (t.cost_usd !== null && t.cost_usd !== undefined) { facts.push([usd(t.cost_usd), "cost"]); }
     var saving = t.findings.reduce(function (m, f) { return Math.max(m, f.saving_ms); }, 0);
     facts.push([saving ? fmt(saving) : "-", "largest saving"]);
     facts.forEach(function (f) {
@@ -425,7 +436,7 @@ JS = r"""
     rows.forEach(function (r, i) {
       var y = 12 + i * RH + RH / 2;
       var row = svg("g", { "class": "pct-row" }, root);
-      svg("title", null, row).textContent = labelOf(r) + "\n" + r.count + " spans\nmin " + fmt(r.min) +
+      svg("title", null, row).textContent = labelOf(r) + "\n" + plural(r.count, "span") + "\nmin " + fmt(r.min) +
         " \u00b7 p50 " + fmt(r.p50) + " \u00b7 p90 " + fmt(r.p90) + " \u00b7 p99 " + fmt(r.p99) +
         " \u00b7 max " + fmt(r.max);
       svg("text", { "class": "label", x: LW - 8, y: y + 4, "text-anchor": "end" }, row).textContent =

@@ -10,8 +10,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from ..core.categories import CATEGORIES
-from ..core.findings import CombinedProjection, Finding, combined_projection, describe_where, format_duration
+from ..core.findings import CombinedProjection, Finding, combined_projection, describe_where
 from ..core.profile import SpanProfile, TraceProfile
+from ..core.units import format_duration, format_usd, plural
 
 WIDTH = 80
 _BAR_WIDTH = 26
@@ -51,15 +52,8 @@ def can_draw(stream: object) -> bool:
 
 
 def format_ms(ns: int | float) -> str:
-    """A duration in the shortest unit that keeps three significant digits."""
-    ms = ns / 1e6
-    if ms >= 1000:
-        return f"{ms / 1000:.2f}s"
-    if ms >= 100:
-        return f"{ms:.0f}ms"
-    if ms >= 10:
-        return f"{ms:.1f}ms"
-    return f"{ms:.2f}ms"
+    """A duration as every report writes it (``core.units.format_duration``): "805 ms", "1.71 s"."""
+    return format_duration(ns)
 
 
 def _cut(text: str, width: int, glyphs: Glyphs) -> str:
@@ -71,18 +65,20 @@ def _share(part: int, whole: int) -> str:
 
 
 def _header(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
-    facts = [format_ms(profile.duration_ns), f"{profile.span_count} spans"]
+    facts = [format_ms(profile.duration_ns), plural(profile.span_count, "span")]
     if len(profile.roots) > 1:
-        facts.append(f"{len(profile.roots)} roots")
+        facts.append(plural(len(profile.roots), "root"))
     if profile.llm_calls:
-        facts.append(f"{profile.llm_calls} LLM calls")
+        facts.append(plural(profile.llm_calls, "LLM call"))
     if profile.tokens.total:
-        facts.append(f"{profile.tokens.total:,} tokens")
+        facts.append(plural(profile.tokens.total, "token"))
+    if profile.cost_usd is not None:
+        facts.append(format_usd(profile.cost_usd))
     lines = [f"Trace {profile.trace_id}", "  " + f" {glyphs.separator} ".join(facts)]
     for anomaly in profile.anomalies[:5]:
         lines.append(_cut(f"  ! {anomaly.kind} {anomaly.span_id}: {anomaly.detail}", WIDTH, glyphs))
     if len(profile.anomalies) > 5:
-        lines.append(f"  ! and {len(profile.anomalies) - 5} more data problems (see --format json)")
+        lines.append(f"  ! and {plural(len(profile.anomalies) - 5, 'more data problem')} (see --format json)")
     return lines
 
 
@@ -119,7 +115,7 @@ def _operations_table(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
             f"{format_ms(op.critical_path_ns):>10} {_share(op.critical_path_ns, critical)}"
         )
     if len(ranked) > _TOP_OPERATIONS:
-        lines.append(f"  {glyphs.ellipsis} {len(ranked) - _TOP_OPERATIONS} more operations")
+        lines.append(f"  {glyphs.ellipsis} {plural(len(ranked) - _TOP_OPERATIONS, 'more operation')}")
     return lines
 
 
@@ -160,7 +156,12 @@ def _flame_chart(profile: TraceProfile, max_spans: int, glyphs: Glyphs) -> list[
         lines.append(prefix + _cut(indent + span.name, WIDTH - len(prefix), glyphs))
     hidden = len(profile.spans) - len(shown)
     if hidden:
-        note = f"  {glyphs.ellipsis} {hidden} more spans off the critical path (--max-spans N shows more)"
+        # The critical path is shown first, but a path longer than --max-spans is cut too.
+        hidden_on_path = sum(span.on_critical_path for span in profile.spans) - sum(
+            span.on_critical_path for span in shown
+        )
+        where = f", {hidden_on_path} of them on the critical path" if hidden_on_path else " off the critical path"
+        note = f"  {glyphs.ellipsis} {plural(hidden, 'more span')}{where} (--max-spans N shows more)"
         lines.append(_cut(note, WIDTH, glyphs))
     return lines
 
@@ -204,10 +205,8 @@ def _findings(profile: TraceProfile, findings: Sequence[Finding], limit: int, gl
             also = "1 smaller finding" if len(finding.details) == 1 else f"{len(finding.details)} smaller findings"
             lines += _paragraph(f"This includes {also} about the same spans.", "     ", "       ", glyphs)
     if len(findings) > limit:
-        more = len(findings) - limit
-        lines.append(
-            f"  {glyphs.ellipsis} {more} more finding{'s' if more > 1 else ''} (--format json --findings lists all)"
-        )
+        more = plural(len(findings) - limit, "more finding")
+        lines.append(f"  {glyphs.ellipsis} {more} (--format json --findings lists all)")
     return lines
 
 

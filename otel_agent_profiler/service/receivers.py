@@ -22,10 +22,12 @@ token is compared in constant time and never logged.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
 import logging
+import socket
 import ssl
 import sys
 import threading
@@ -376,9 +378,14 @@ class HttpReceiver:
         read_timeout_s: float = 10.0,
         max_connections: int = 100,
     ) -> None:
-        self._server = _HttpServer(
-            (host, port), pipeline, max_request_bytes, ssl_context, bearer_token, read_timeout_s, max_connections
-        )
+        try:
+            self._server = _HttpServer(
+                (host, port), pipeline, max_request_bytes, ssl_context, bearer_token, read_timeout_s, max_connections
+            )
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise _port_in_use(host, port, "OTLP/HTTP") from None
+            raise
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="agent-profiler-http", daemon=True)
 
@@ -444,6 +451,25 @@ class _BearerInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         return self._deny
 
 
+def _port_in_use(host: str, port: int, receiver: str) -> OSError:
+    return OSError(errno.EADDRINUSE, f"{receiver} port {port} on {host} is already in use")
+
+
+def _in_use(host: str, port: int) -> bool:
+    """Whether another socket listens on ``host``:``port`` (binding as gRPC does, with SO_REUSEADDR)."""
+    try:
+        family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (OSError, UnicodeError):
+        return False  # an address gRPC will report on itself
+    with socket.socket(family, kind, protocol) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
 class GrpcReceiver:
     def __init__(
         self,
@@ -455,6 +481,9 @@ class GrpcReceiver:
         credentials: grpc.ServerCredentials | None = None,
         bearer_token: BearerToken | None = None,
     ) -> None:
+        if port and _in_use(host, port):
+            # Checked first: gRPC would log its own multi-line complaint before failing.
+            raise _port_in_use(host, port, "OTLP/gRPC")
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-profiler-grpc")
         self._server = grpc.server(
             self._executor,

@@ -13,6 +13,7 @@ from ..categories import LLM
 from ..genai import TokenUsage
 from ..profile import SpanProfile, TraceProfile
 from ..projection import projected_duration_ns
+from ..units import format_duration as format_duration  # findings write durations as the reports do
 
 JSONValue = Union[str, int, float, bool, None, list["JSONValue"], dict[str, "JSONValue"]]  # noqa: UP007
 Evidence = dict[str, JSONValue]
@@ -146,20 +147,6 @@ DEFAULT_OPTIONS = FindingOptions()
 
 # --------------------------------------------------------------------------------------------
 # Shared helpers
-
-
-def format_duration(ns: int) -> str:
-    """A duration for a title: "850 ns", "12.5 µs", "180 ms", "1.25 s"."""
-    magnitude = abs(ns)
-    if magnitude < 1_000:
-        return f"{ns} ns"
-    if magnitude < 1_000_000:
-        return f"{ns / 1e3:.3g} µs"
-    if magnitude < 1_000_000_000:
-        return f"{ns / 1e6:.3g} ms"
-    if magnitude < 1_000_000_000_000:
-        return f"{ns / 1e9:.3g} s"
-    return f"{ns / 1e9:.0f} s"
 
 
 def _share(part: float, whole: float) -> float:
