@@ -761,7 +761,7 @@ def test_text_report_lists_findings_with_their_savings(tmp_path: Path) -> None:
     assert main(["analyze", str(EXAMPLE), "--output", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
     assert "What to change (the largest saving of end-to-end time first)" in text
-    assert "Run these calls together with asyncio.gather" in " ".join(line.strip() for line in text.splitlines())
+    assert "together, with asyncio.gather or a thread pool" in " ".join(line.strip() for line in text.splitlines())
     assert "Suggestion: " in text and "Where: " in text
     assert all(len(line) <= 80 for line in text.splitlines())
     assert main(["analyze", str(EXAMPLE), "--no-findings", "--output", str(out)]) == 0

@@ -409,10 +409,7 @@ def test_sequential_independent_tools_are_parallelizable() -> None:
         "2 tool calls under 'root' ran one after another with no data dependency: "
         "started together they would end the trace 200 ms sooner (20% of it)."
     )
-    assert finding.suggestion == (
-        "Run these calls together with asyncio.gather or a thread pool: "
-        "'weather' (get_weather) at 200 ms and 'clock' (get_time) at 500 ms."
-    )
+    assert finding.suggestion == "Run get_weather and get_time together, with asyncio.gather or a thread pool."
     assert finding.evidence == {
         "parent_span_id": sid("root"),
         "members": [
@@ -875,3 +872,25 @@ def test_find_all_on_random_traces(records, data) -> None:
     assert all(f.saving_ns <= trace.duration_ns for f in findings)
     assert [f.saving_ns for f in findings] == sorted((f.saving_ns for f in findings), reverse=True)
     json.dumps([f.to_dict() for f in findings])
+
+
+def test_a_parallel_group_of_one_tool_is_named_by_its_count() -> None:
+    from otel_agent_profiler.core.findings.parallelization import _named
+
+    trace = profile(
+        [
+            span("root", None, 0, 1000, attributes={"gen_ai.operation.name": "invoke_agent"}),
+            *[
+                span(
+                    f"f{i}",
+                    "root",
+                    100 * i,
+                    100 * i + 90,
+                    attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fetch_url"},
+                )
+                for i in range(3)
+            ],
+        ]
+    )
+    fetches = [s for s in trace.spans if s.name.startswith("f")]
+    assert _named(fetches) == "the 3 fetch_url calls"

@@ -97,6 +97,10 @@ def _bottleneck(profile: TraceProfile, spans: list[SpanProfile], scope: str) -> 
         if first.operation not in first.name:
             subject += f" '{first.name}'"
         subject += f" {_at(profile, first)}"
+    # In a fan-out only the slowest calls hold critical-path time: name those, not all of them.
+    holding = [s for s in spans if s.critical_path_ns > 0] or spans
+    if len(spans) > 1 and len(holding) < len(spans):
+        subject += f" ({len(holding)} of them on the critical path)"
     verb = "hold" if len(spans) > 1 and first.category != AGENT else "holds"
     return Finding(
         kind=BOTTLENECK,
@@ -107,7 +111,7 @@ def _bottleneck(profile: TraceProfile, spans: list[SpanProfile], scope: str) -> 
             f"making it twice as fast {format_duration(saving_2x)} sooner."
         ),
         suggestion=_suggestion(first.category, first.operation, spans) if saving > 0 else None,
-        where=where(profile, spans),
+        where=where(profile, holding),
         saving_ns=saving,
         span_ids=tuple(s.record.span_id for s in spans),
         operation=first.operation,

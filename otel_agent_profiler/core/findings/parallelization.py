@@ -20,7 +20,6 @@ from .base import (
     _percent,
     _projected,
     _share,
-    describe_where,
     format_duration,
     where,
 )
@@ -234,9 +233,7 @@ def _parallel_group(
                 f"started together they would end the trace {format_duration(saving)} sooner "
                 f"({_percent(_share(saving, profile.duration_ns))} of it)."
             ),
-            suggestion=(
-                f"Run these calls together with asyncio.gather or a thread pool: {describe_where(located, limit=6)}."
-            ),
+            suggestion=f"Run {_named(group)} together, with asyncio.gather or a thread pool.",
             where=located,
             saving_ns=saving,
             span_ids=tuple(s.record.span_id for s in group),
@@ -253,3 +250,14 @@ def _parallel_group(
             },
         )
     ]
+
+
+def _named(group: list[SpanProfile]) -> str:
+    """The calls of a group by what they call: "search_flights, search_hotels and get_weather",
+    or "the 3 fetch_url calls" when they all call the same thing."""
+    names = list(dict.fromkeys(span.operation or span.name for span in group))
+    if len(names) == 1:
+        return f"the {len(group)} {names[0]} calls"
+    if len(names) > 6:
+        return f"these {len(group)} calls"
+    return ", ".join(names[:-1]) + f" and {names[-1]}"
