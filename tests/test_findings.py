@@ -811,11 +811,13 @@ def test_budgets_not_exceeded_or_not_checkable() -> None:
 def test_find_all_sorted_by_saving_and_json_ready() -> None:
     options = FindingOptions(what_ifs=[("tool:search_kb", 2.0)], budget_latency_ms=1000)
     findings = find_all(profile(SUPPORT), options)
-    savings = [f.saving_ns for f in findings]
+    # Budget overruns lead, then the largest saving first.
+    assert findings[0].kind == BUDGET_EXCEEDED
+    savings = [f.saving_ns for f in findings[1:]]
     assert savings == sorted(savings, reverse=True)
     # The gpt-4o operation (both calls) folds in the span-level findings about each call.
-    assert findings[0].title.startswith("The 2 gpt-4o calls hold 820 ms")
-    assert [d["span_ids"] for d in findings[0].details] == [[sid("llm2")], [sid("llm1")]]
+    assert findings[1].title.startswith("The 2 gpt-4o calls hold 820 ms")
+    assert [d["span_ids"] for d in findings[1].details] == [[sid("llm2")], [sid("llm1")]]
     kinds = {f.kind for f in findings}
     # No token profile (it suggests nothing); the gaps are tools' time, nothing to change either.
     assert {BOTTLENECK, WHAT_IF, BUDGET_EXCEEDED} <= kinds <= set(KINDS)
@@ -823,9 +825,9 @@ def test_find_all_sorted_by_saving_and_json_ready() -> None:
     zero = [f for f in findings if f.saving_ns == 0]
     assert all(f.suggestion for f in zero)
     decoded = json.loads(json.dumps([f.to_dict() for f in findings]))
-    assert decoded[0]["span_ids"] == [sid("llm1"), sid("llm2")]
-    assert [w["name"] for w in decoded[0]["where"]] == ["llm1", "llm2"]
-    assert decoded[0]["suggestion"].startswith("Use a smaller or faster model than gpt-4o")
+    assert decoded[1]["span_ids"] == [sid("llm1"), sid("llm2")]
+    assert [w["name"] for w in decoded[1]["where"]] == ["llm1", "llm2"]
+    assert decoded[1]["suggestion"].startswith("Use a smaller or faster model than gpt-4o")
 
 
 def test_format_duration() -> None:
@@ -873,5 +875,8 @@ def test_find_all_on_random_traces(records, data) -> None:
     findings = find_all(trace, options)
     assert all(f.saving_ns >= 0 for f in findings)
     assert all(f.saving_ns <= trace.duration_ns for f in findings)
-    assert [f.saving_ns for f in findings] == sorted((f.saving_ns for f in findings), reverse=True)
+    over_budget = [f.kind == BUDGET_EXCEEDED for f in findings]
+    assert over_budget == sorted(over_budget, reverse=True)  # budget overruns first
     json.dumps([f.to_dict() for f in findings])
+    findings = [f for f in findings if f.kind != BUDGET_EXCEEDED]
+    assert [f.saving_ns for f in findings] == sorted((f.saving_ns for f in findings), reverse=True)
