@@ -49,7 +49,9 @@ from otel_agent_profiler.core.findings import (
     find_slow_tools,
     find_token_profile,
     format_duration,
+    select,
     what_if,
+    what_ifs_together,
 )
 
 MS = 1_000_000
@@ -802,6 +804,34 @@ def test_budgets_not_exceeded_or_not_checkable() -> None:
     # Without prices the cost is unknown: no finding either way.
     assert find_budget_overruns(profile(TOKENS), FindingOptions(budget_cost_usd=0.0)) == []
     assert find_budget_overruns(profile(TOKENS)) == []
+
+
+def test_category_budgets() -> None:
+    trace = profile_trace(TOKENS, prices=PRICES)
+    tight = FindingOptions(category_budgets={"llm": {"tokens": 1000, "cost_usd": 0.001, "critical_path_ms": 1}})
+    findings = find_budget_overruns(trace, tight)
+    assert [f.evidence["budget"] for f in findings] == ["tokens", "cost_usd", "critical_path_ns"]
+    assert all(f.category == "llm" and f.evidence["category"] == "llm" and f.suggestion for f in findings)
+    assert findings[0].title.startswith("LLM calls exceed their tokens budget: 6,350 tokens, 5,350 over")
+    assert findings[2].title.startswith("LLM calls exceed their duration budget: ")
+    assert " on the critical path, " in findings[2].title
+    # A category with no such spans keeps any budget; an unknown measure is a programmer error.
+    assert find_budget_overruns(trace, FindingOptions(category_budgets={"memory": {"critical_path_ms": 0}})) == []
+    with pytest.raises(ValueError, match="unknown budget measure 'speed'"):
+        find_budget_overruns(trace, FindingOptions(category_budgets={"llm": {"speed": 1}}))
+
+
+def test_what_ifs_together_the_last_selector_wins() -> None:
+    trace = profile(SUPPORT)
+    both = what_ifs_together(trace, [("tool:search_kb", 2.0), ("llm", 1.0)])
+    assert both.projected_duration_ns == trace.duration_ns - what_if(trace, "tool:search_kb", 2.0).saving_ns
+    # A later, wider selector overrides the earlier one for the spans it picks.
+    overridden = what_ifs_together(trace, [("tool:search_kb", 2.0), ("tool", 1.0)])
+    assert overridden.saving_ns == 0
+    assert [c["matched_spans"] for c in overridden.changes] == [1, len(select(trace, "tool"))]
+    assert {step["span_id"] for step in overridden.critical_path} <= {
+        s.span_id for s in trace.spans if s.on_critical_path
+    }
 
 
 # ------------------------------------------------------------------------------------------------

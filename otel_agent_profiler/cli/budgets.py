@@ -174,6 +174,8 @@ def overruns(
 
     Uses the traces' findings where they were made, else checks the budgets alone (no projection).
     """
+    if not _has_budgets(options):
+        return 0
     count = 0
     for profile in profiles:
         found = findings.get(profile.trace_id) if findings is not None else None
@@ -182,12 +184,13 @@ def overruns(
         for finding in found:
             if finding.kind == BUDGET_EXCEEDED:
                 count += 1
-                _stderr(f"{PROG}: budget exceeded: trace {profile.trace_id}: {finding.title}")
+                print(f"{PROG}: budget exceeded: trace {profile.trace_id}: {finding.title}", file=sys.stderr)
     return count
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr)
+def _has_budgets(options: FindingOptions) -> bool:
+    trace = (options.budget_tokens, options.budget_cost_usd, options.budget_latency_ms)
+    return any(limit is not None for limit in trace) or bool(options.category_budgets)
 
 
 # What-ifs
