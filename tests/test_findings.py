@@ -49,7 +49,9 @@ from otel_agent_profiler.core.findings import (
     find_slow_tools,
     find_token_profile,
     format_duration,
+    select,
     what_if,
+    what_ifs_together,
 )
 
 MS = 1_000_000
@@ -786,7 +788,7 @@ def test_budgets_exceeded() -> None:
     assert [f.title for f in findings] == [
         "The trace exceeds its tokens budget: 6,350 tokens, 1,350 over the budget of 5,000.",
         "The trace exceeds its cost budget: $0.0120, $0.0020 over the budget of $0.0100.",
-        "The trace exceeds its latency budget: 1.00 s end to end, 200 ms over the budget of 800 ms.",
+        "The trace exceeds its duration budget: 1.00 s end to end, 200 ms over the budget of 800 ms.",
     ]
     assert findings[0].evidence == {"budget": "tokens", "limit": 5000, "actual": 6350, "over": 1350}
     assert findings[2].evidence == {"budget": "latency_ns", "limit": 800 * MS, "actual": 1000 * MS, "over": 200 * MS}
@@ -801,6 +803,34 @@ def test_budgets_not_exceeded_or_not_checkable() -> None:
     assert find_budget_overruns(profile(TOKENS)) == []
 
 
+def test_category_budgets() -> None:
+    trace = profile_trace(TOKENS, prices=PRICES)
+    tight = FindingOptions(category_budgets={"llm": {"tokens": 1000, "cost_usd": 0.001, "critical_path_ms": 1}})
+    findings = find_budget_overruns(trace, tight)
+    assert [f.evidence["budget"] for f in findings] == ["tokens", "cost_usd", "critical_path_ns"]
+    assert all(f.category == "llm" and f.evidence["category"] == "llm" and f.suggestion for f in findings)
+    assert findings[0].title.startswith("LLM calls exceed their tokens budget: 6,350 tokens, 5,350 over")
+    assert findings[2].title.startswith("LLM calls exceed their duration budget: ")
+    assert " on the critical path, " in findings[2].title
+    # A category with no such spans keeps any budget; an unknown measure is a programmer error.
+    assert find_budget_overruns(trace, FindingOptions(category_budgets={"memory": {"critical_path_ms": 0}})) == []
+    with pytest.raises(ValueError, match="unknown budget measure 'speed'"):
+        find_budget_overruns(trace, FindingOptions(category_budgets={"llm": {"speed": 1}}))
+
+
+def test_what_ifs_together_the_last_selector_wins() -> None:
+    trace = profile(SUPPORT)
+    both = what_ifs_together(trace, [("tool:search_kb", 2.0), ("llm", 1.0)])
+    assert both.projected_duration_ns == trace.duration_ns - what_if(trace, "tool:search_kb", 2.0).saving_ns
+    # A later, wider selector overrides the earlier one for the spans it picks.
+    overridden = what_ifs_together(trace, [("tool:search_kb", 2.0), ("tool", 1.0)])
+    assert overridden.saving_ns == 0
+    assert [c["matched_spans"] for c in overridden.changes] == [1, len(select(trace, "tool"))]
+    assert {step["span_id"] for step in overridden.critical_path} <= {
+        s.span_id for s in trace.spans if s.on_critical_path
+    }
+
+
 # ------------------------------------------------------------------------------------------------
 # All together
 
@@ -808,11 +838,13 @@ def test_budgets_not_exceeded_or_not_checkable() -> None:
 def test_find_all_sorted_by_saving_and_json_ready() -> None:
     options = FindingOptions(what_ifs=[("tool:search_kb", 2.0)], budget_latency_ms=1000)
     findings = find_all(profile(SUPPORT), options)
-    savings = [f.saving_ns for f in findings]
+    # Budget overruns lead, then the largest saving first.
+    assert findings[0].kind == BUDGET_EXCEEDED
+    savings = [f.saving_ns for f in findings[1:]]
     assert savings == sorted(savings, reverse=True)
     # The gpt-4o operation (both calls) folds in the span-level findings about each call.
-    assert findings[0].title.startswith("The 2 gpt-4o calls hold 820 ms")
-    assert [d["span_ids"] for d in findings[0].details] == [[sid("llm2")], [sid("llm1")]]
+    assert findings[1].title.startswith("The 2 gpt-4o calls hold 820 ms")
+    assert [d["span_ids"] for d in findings[1].details] == [[sid("llm2")], [sid("llm1")]]
     kinds = {f.kind for f in findings}
     # No token profile (it suggests nothing); the gaps are tools' time, nothing to change either.
     assert {BOTTLENECK, WHAT_IF, BUDGET_EXCEEDED} <= kinds <= set(KINDS)
@@ -820,9 +852,9 @@ def test_find_all_sorted_by_saving_and_json_ready() -> None:
     zero = [f for f in findings if f.saving_ns == 0]
     assert all(f.suggestion for f in zero)
     decoded = json.loads(json.dumps([f.to_dict() for f in findings]))
-    assert decoded[0]["span_ids"] == [sid("llm1"), sid("llm2")]
-    assert [w["name"] for w in decoded[0]["where"]] == ["llm1", "llm2"]
-    assert decoded[0]["suggestion"].startswith("Use a smaller or faster model than gpt-4o")
+    assert decoded[1]["span_ids"] == [sid("llm1"), sid("llm2")]
+    assert [w["name"] for w in decoded[1]["where"]] == ["llm1", "llm2"]
+    assert decoded[1]["suggestion"].startswith("Use a smaller or faster model than gpt-4o")
 
 
 def test_format_duration() -> None:
@@ -870,8 +902,11 @@ def test_find_all_on_random_traces(records, data) -> None:
     findings = find_all(trace, options)
     assert all(f.saving_ns >= 0 for f in findings)
     assert all(f.saving_ns <= trace.duration_ns for f in findings)
-    assert [f.saving_ns for f in findings] == sorted((f.saving_ns for f in findings), reverse=True)
+    over_budget = [f.kind == BUDGET_EXCEEDED for f in findings]
+    assert over_budget == sorted(over_budget, reverse=True)  # budget overruns first
     json.dumps([f.to_dict() for f in findings])
+    findings = [f for f in findings if f.kind != BUDGET_EXCEEDED]
+    assert [f.saving_ns for f in findings] == sorted((f.saving_ns for f in findings), reverse=True)
 
 
 def test_a_parallel_group_of_one_tool_is_named_by_its_count() -> None:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from span_builders import CONSUMER, INTERNAL, PRODUCER, profile, sid, span
 
 from otel_agent_profiler.core import TraceProfile
-from otel_agent_profiler.core.projection import projected_duration_ns
+from otel_agent_profiler.core.projection import projected_critical_path, projected_duration_ns
 
 PROPERTY_SETTINGS = settings(
     max_examples=200,
@@ -304,3 +304,30 @@ def test_removing_everything_leaves_the_gaps_between_roots(records) -> None:
     assert 0 <= projected <= trace.duration_ns
     if len(trace.roots) == 1:
         assert projected == 0
+
+
+@PROPERTY_SETTINGS
+@given(span_trees(messy=True), st.data())
+def test_projected_critical_path_agrees_with_the_projected_duration(records, data) -> None:
+    trace = profile(records)
+    factors = own_time_factors(data, trace, [0.0, 0.5, 1.0, 2.0])
+    independent = random_sibling_groups(data, trace)
+    factor = lambda n: factors[n.span_id]  # noqa: E731
+    duration, steps = projected_critical_path(trace, factor, independent)
+    assert duration == projected_duration_ns(trace, factor, independent)
+    # Every step lies inside the projected trace, and a span's children on the path follow it.
+    assert all(offset >= 0 and offset + length <= duration for _, offset, length in steps)
+    seen: set[str] = set()
+    for node, _, _ in steps:
+        assert node.parent is None or node.parent.span_id in seen
+        seen.add(node.span_id)
+
+
+@PROPERTY_SETTINGS
+@given(span_trees())
+def test_unchanged_projected_critical_path_is_the_recorded_one(records) -> None:
+    trace = profile(records)
+    duration, steps = projected_critical_path(trace)
+    assert duration == trace.duration_ns
+    assert all(node.on_critical_path for node, _, _ in steps)
+    assert all(offset == node.start_ns - trace.start_ns for node, offset, _ in steps)

@@ -9,10 +9,10 @@ from typing import Protocol
 
 from .._version import __version__
 from . import analyze, diff, export, report, serve
-from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, PROG
+from .arguments import EXIT_BAD_INPUT, EXIT_BUDGET_EXCEEDED, EXIT_FAILURE, EXIT_OK, PROG
 from .serve import TOKEN_ENV
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILURE", "EXIT_OK", "PROG", "TOKEN_ENV", "main"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_BUDGET_EXCEEDED", "EXIT_FAILURE", "EXIT_OK", "PROG", "TOKEN_ENV", "main"]
 
 
 class _Command(Protocol):

@@ -8,13 +8,13 @@ import sys
 from typing import Any
 
 from ..core import TraceProfile, profiles_to_dict
-from ..core.findings import Finding, FindingOptions, combined_projection, find_all
+from ..core.findings import Finding, combined_projection, find_all
 from ..offline import cyclic_gc_paused, load_profiles
 from ..report import render_traces
 from ..report.progress import Progress, progress_enabled
 from ..report.text import can_draw
-from . import arguments
-from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, error, write_output
+from . import arguments, budgets
+from .arguments import EXIT_BAD_INPUT, EXIT_BUDGET_EXCEEDED, EXIT_FAILURE, EXIT_OK, error, write_output
 
 HELP = "profile the traces in exported trace files"
 DESCRIPTION = (
@@ -22,7 +22,7 @@ DESCRIPTION = (
     "and operation. Reads OTLP JSON (one document, or JSON Lines as the Collector's file "
     "exporter writes them), Jaeger JSON exports and ATIF trajectories; the format is detected. A file that "
     "cannot be read is reported on standard error and the others are still analysed; the "
-    f"exit code is then {EXIT_BAD_INPUT}."
+    f"exit code is then {EXIT_BAD_INPUT}. {budgets.EXIT_CODES_HELP}"
 )
 
 
@@ -60,6 +60,8 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
         ),
     )
     arguments.add_min_saving_option(analyze)
+    budgets.add_budget_option(analyze)
+    budgets.add_what_if_option(analyze)
 
 
 def _prefix_candidates(profiles: list[TraceProfile]) -> list[Any]:
@@ -91,16 +93,17 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_profiles(files, prices=prices, progress=progress, on_error_line=error)
         profiles = loaded.profiles
         # Findings cost a projection of the trace each; JSON output for many traces skips them
-        # unless asked for.
-        with_findings = args.findings if args.findings is not None else args.format == "text"
+        # unless asked for, or a budget is given (its overruns are findings).
+        with_findings = args.findings if args.findings is not None else args.format == "text" or bool(args.budget)
         findings: dict[str, list[Finding]] | None = None
+        options = budgets.finding_options(args.min_saving, args.budget)
         if with_findings:
-            options = FindingOptions(min_saving=args.min_saving)
             findings = {}
             progress.start("finding", len(profiles))
             for profile in profiles:
                 findings[profile.trace_id] = find_all(profile, options)
                 progress.advance()
+        projected = budgets.projections(profiles, args.what_if)
     progress.close()
 
     if args.format == "json":
@@ -114,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         document["files"] = loaded.file_dicts()
         if args.prefix_cache:
             document["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
+        budgets.add_to_document(document, projected)
         report = json.dumps(document, indent=2) + "\n"
     else:
         stream = sys.stdout if args.output is None else None
@@ -121,9 +125,13 @@ def run(args: argparse.Namespace) -> int:
         report = render_traces(profiles, max_spans=args.max_spans, ascii_only=ascii_only, findings=findings)
         if args.prefix_cache:
             report += _prefix_cache_text(_prefix_candidates(profiles))
+        report += budgets.what_if_text(profiles, args.what_if, projected)
         if not profiles:
             report = "No traces to report.\n"
 
     if not write_output(args.output, report):
         return EXIT_FAILURE
-    return EXIT_OK if loaded.complete and not folder_problems else EXIT_BAD_INPUT
+    over_budget = budgets.overruns(profiles, options, findings)
+    if not loaded.complete or folder_problems:
+        return EXIT_BAD_INPUT
+    return EXIT_BUDGET_EXCEEDED if over_budget else EXIT_OK

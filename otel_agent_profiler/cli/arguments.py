@@ -19,6 +19,8 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 #: Some input could not be read (the rest was still analysed), or the command line was wrong.
 EXIT_BAD_INPUT = 2
+#: A trace exceeded a ``--budget`` (all input was read and the output written). ``diff`` uses 3 for a regression.
+EXIT_BUDGET_EXCEEDED = 4
 
 _Number = TypeVar("_Number", int, float)
 

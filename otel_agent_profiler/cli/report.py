@@ -12,8 +12,8 @@ from ..core.pricing import PriceTable
 from ..core.units import plural
 from ..offline import cyclic_gc_paused, load_profiles
 from ..report.progress import Progress, progress_enabled
-from . import arguments
-from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, error, write_output
+from . import arguments, budgets
+from .arguments import EXIT_BAD_INPUT, EXIT_BUDGET_EXCEEDED, EXIT_FAILURE, EXIT_OK, error, write_output
 
 HELP = "write a self-contained HTML report (flame graph, waterfall, categories, findings, cross-run charts)"
 DESCRIPTION = (
@@ -23,7 +23,7 @@ DESCRIPTION = (
     "critical path highlighted, time by category and the findings with their estimated savings; with "
     "several traces, also duration percentiles per category and operation, the concurrency of LLM and "
     "tool calls and the most frequent call sequences. A file that cannot be read is reported on standard "
-    f"error and the others are still used; the exit code is then {EXIT_BAD_INPUT}."
+    f"error and the others are still used; the exit code is then {EXIT_BAD_INPUT}. {budgets.EXIT_CODES_HELP}"
 )
 
 
@@ -60,6 +60,7 @@ def add_arguments(report: argparse.ArgumentParser) -> None:
         ),
     )
     arguments.add_min_saving_option(report)
+    budgets.add_budget_option(report)
     arguments.add_prices_option(report)
     arguments.add_progress_option(report, while_="while reading and profiling")
 
@@ -73,11 +74,13 @@ def run(args: argparse.Namespace) -> int:
     # The profiles stay alive to the end: the cyclic collector would only traverse them, again
     # and again (a third of the run time over 200k spans).
     with cyclic_gc_paused():
-        code = _run(args, progress, files, prices)
-    return EXIT_BAD_INPUT if code == EXIT_OK and folder_problems else code
+        code = _run(args, progress, files, prices, budgets.finding_options(args.min_saving, args.budget))
+    return EXIT_BAD_INPUT if code in (EXIT_OK, EXIT_BUDGET_EXCEEDED) and folder_problems else code
 
 
-def _run(args: argparse.Namespace, progress: Progress, files: list[str], prices: PriceTable) -> int:
+def _run(
+    args: argparse.Namespace, progress: Progress, files: list[str], prices: PriceTable, options: FindingOptions
+) -> int:
     from ..report.html import detail_traces, render_html, select_trace
     from ..report.summary import build_summary, cross_run_statistics
 
@@ -101,7 +104,7 @@ def _run(args: argparse.Namespace, progress: Progress, files: list[str], prices:
         progress.start("finding", len(wanted))
         for profile in wanted:
             if profile.trace_id not in findings:
-                findings[profile.trace_id] = find_all(profile, FindingOptions(min_saving=args.min_saving))
+                findings[profile.trace_id] = find_all(profile, options)
             progress.advance()
         progress.start("statistics", 1)
         statistics = cross_run_statistics(
@@ -147,4 +150,8 @@ def _run(args: argparse.Namespace, progress: Progress, files: list[str], prices:
         f"showing trace {selected.trace_id})",
         file=sys.stderr,
     )
-    return EXIT_OK if loaded.complete else EXIT_BAD_INPUT
+    # Every trace is checked, not only those the page shows in detail (without a projection).
+    over_budget = budgets.overruns(profiles, options, findings)
+    if not loaded.complete:
+        return EXIT_BAD_INPUT
+    return EXIT_BUDGET_EXCEEDED if over_budget else EXIT_OK

@@ -83,6 +83,51 @@ def projected_duration_ns(
     have different parents form one group per parent; a span listed in several groups belongs
     to the first; unknown ids are ignored.
     """
+    return _project(profile, factor, independent, None)
+
+
+#: A span on a projected critical path, its projected start (from the trace's projected start) and
+#: its projected duration.
+PathStep = tuple[SpanProfile, int, int]
+
+
+def projected_critical_path(
+    profile: TraceProfile,
+    factor: Factor = unchanged,
+    independent: Collection[frozenset[str]] | None = None,
+) -> tuple[int, list[PathStep]]:
+    """The projected duration (as ``projected_duration_ns``) and the critical path of the projected schedule.
+
+    The path is the chain described in the module's docstring, followed from the trace's end:
+    every span on it, parents before their children, each with its projected start offset and
+    duration. Every span is scheduled again, so it costs more than ``projected_duration_ns``.
+    """
+    trail: _Trail = {}
+    duration = _project(profile, factor, independent, trail)
+    steps: list[PathStep] = []
+    # Depth first from the virtual root: a span, then its chain of children, each followed by its own.
+    stack: list[tuple[SpanProfile | None, int, int]] = [(None, 0, duration)]
+    while stack:
+        span, offset, length = stack.pop()
+        if span is not None:
+            steps.append((span, offset, length))
+        for child, start, child_length in reversed(trail.get(span, [])):
+            stack.append((child, offset + start, child_length))
+    return duration, steps
+
+
+# What ``_length`` records when asked: per span (None: the virtual root), the children on its
+# critical path in projected order, each with its projected start relative to the span's and its
+# projected length.
+_Trail = dict[SpanProfile | None, list[tuple[SpanProfile, int, int]]]
+
+
+def _project(
+    profile: TraceProfile,
+    factor: Factor,
+    independent: Collection[frozenset[str]] | None,
+    trail: _Trail | None,
+) -> int:
     group_of = _group_index(independent)
     intervals, held = _clipped_tree(profile)
     # A subtree with no changed span and no regrouped child projects to exactly its recorded
@@ -103,13 +148,15 @@ def projected_duration_ns(
     # finishes every child before its parent needs its length.
     for span in reversed(profile.spans):
         start, end = intervals[span]
-        if span in affected:
+        # Recording a trail schedules every span: the chain through an unchanged subtree is wanted too.
+        if span in affected or trail is not None:
             scale = scales.get(span, 1.0)
-            lengths[span] = _length(start, end, held.get(span, _NO_CHILDREN), lengths, scale, group_of)
+            children = held.get(span, _NO_CHILDREN)
+            lengths[span] = _length(start, end, children, lengths, scale, group_of, trail, span)
         else:
             lengths[span] = end - start
     roots = sorted((root.start_ns, root.end_ns, root.record.span_id, root) for root in profile.roots)
-    return _length(profile.start_ns, profile.end_ns, roots, lengths, 1.0, group_of)
+    return _length(profile.start_ns, profile.end_ns, roots, lengths, 1.0, group_of, trail, None)
 
 
 _NO_CHILDREN: list[_Child] = []
@@ -167,8 +214,11 @@ def _length(
     lengths: dict[SpanProfile, int],
     scale: float,
     group_of: dict[str, int],
+    trail: _Trail | None = None,
+    owner: SpanProfile | None = None,
 ) -> int:
-    """Projected length of one span (from its projected start to its projected end)."""
+    """Projected length of one span (from its projected start to its projected end); with ``trail``,
+    records the children on the span's (``owner``'s) projected critical path there."""
     if not children:
         return _scaled(end - start, scale)
     count = len(children)
@@ -181,6 +231,10 @@ def _length(
     dependency_end = start  # latest recorded end among the dependencies (or the parent's start)
     dependency_projected = 0  # latest projected end among them, relative to the parent's start
     projected_ends = [0] * count
+    # For the trail: each child's latest-ending dependency (the one it waited for), if any.
+    dependency_index: int | None = None
+    waited_for: list[int | None] = [None] * count
+    group_waited_for: dict[int, int | None] = {}
     group_starts: dict[int, int] = {}
     latest_projected = 0
     latest_recorded = start
@@ -191,15 +245,46 @@ def _length(
                 break
             admitted += 1
             dependency_end = max(dependency_end, children[candidate][1])
-            dependency_projected = max(dependency_projected, projected_ends[candidate])
+            # Ties go to the sibling admitted first (earlier end, then earlier start), as the critical
+            # path's walk breaks them; a sibling ending at the parent's start held nothing up.
+            if projected_ends[candidate] > dependency_projected:
+                dependency_projected = projected_ends[candidate]
+                dependency_index = candidate
         group = group_of.get(span_id)
         projected_start = group_starts.get(group) if group is not None else None
         if projected_start is None:
             projected_start = dependency_projected + _scaled(child_start - dependency_end, scale)
+            waited_for[index] = dependency_index
             if group is not None:
                 # The group's first member (earliest start) fixes where every member starts.
                 group_starts[group] = projected_start
+                group_waited_for[group] = dependency_index
+        else:
+            waited_for[index] = group_waited_for[group] if group is not None else None
         projected_end = projected_ends[index] = projected_start + lengths[child]
         latest_projected = max(latest_projected, projected_end)
         latest_recorded = max(latest_recorded, child_end)
+    if trail is not None:
+        _record_chain(children, projected_ends, waited_for, lengths, trail, owner)
     return latest_projected + _scaled(end - latest_recorded, scale)
+
+
+def _record_chain(
+    children: list[_Child],
+    projected_ends: list[int],
+    waited_for: list[int | None],
+    lengths: dict[SpanProfile, int],
+    trail: _Trail,
+    owner: SpanProfile | None,
+) -> None:
+    """The latest-ending child, the sibling it waited for, and so on: ``owner``'s critical children."""
+    # The latest end; on a tie the earliest start (the first in order), as the critical path's walk.
+    last = max(range(len(children)), key=lambda i: (projected_ends[i], -i))
+    chain: list[tuple[SpanProfile, int, int]] = []
+    index: int | None = last
+    while index is not None:
+        child = children[index][3]
+        chain.append((child, projected_ends[index] - lengths[child], lengths[child]))
+        index = waited_for[index]
+    chain.reverse()
+    trail[owner] = chain

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from ..core.categories import CATEGORIES
-from ..core.findings import CombinedProjection, Finding, combined_projection, describe_where
+from ..core.findings import BUDGET_EXCEEDED, CombinedProjection, Finding, combined_projection, describe_where
 from ..core.profile import SpanProfile, TraceProfile
 from ..core.units import format_duration, format_usd, plural
 
@@ -191,7 +191,10 @@ def _paragraph(text: str, first: str, rest: str, glyphs: Glyphs) -> list[str]:
 def _findings(profile: TraceProfile, findings: Sequence[Finding], limit: int, glyphs: Glyphs) -> list[str]:
     if not findings:
         return []
-    lines = ["", "What to change (the largest saving of end-to-end time first)"]
+    order = "the largest saving of end-to-end time first"
+    if any(finding.kind == BUDGET_EXCEEDED for finding in findings):
+        order = "budgets exceeded first, then the largest saving of end-to-end time"
+    lines = ["", f"What to change ({order})"]
     combined = combined_sentence(combined_projection(profile, findings)) if profile.spans else None
     if combined:
         lines += _paragraph(combined, "  ", "  ", glyphs)

@@ -33,6 +33,7 @@ from .all_findings import FINDERS, find_all
 from .base import (
     BOTTLENECK,
     BUDGET_EXCEEDED,
+    CATEGORY_BUDGET_MEASURES,
     DEFAULT_CONTEXT_WINDOWS,
     DEFAULT_OPTIONS,
     KINDS,
@@ -63,11 +64,12 @@ from .parallelization import dependency, find_parallelization, recorded_input, r
 from .ranking import CombinedProjection, combined_projection, rank
 from .repeated_tool_calls import find_repeated_tool_calls, tool_arguments
 from .tokens_and_budgets import find_budget_overruns, find_token_profile
-from .what_ifs import select, what_if
+from .what_ifs import WhatIfProjection, select, what_if, what_ifs_together
 
 __all__ = [
     "BOTTLENECK",
     "BUDGET_EXCEEDED",
+    "CATEGORY_BUDGET_MEASURES",
     "DEFAULT_CONTEXT_WINDOWS",
     "DEFAULT_OPTIONS",
     "FINDERS",
@@ -87,6 +89,7 @@ __all__ = [
     "Finding",
     "FindingOptions",
     "JSONValue",
+    "WhatIfProjection",
     "combined_projection",
     "context_window",
     "dependency",
@@ -112,5 +115,6 @@ __all__ = [
     "tool_arguments",
     "tool_call_id",
     "what_if",
+    "what_ifs_together",
     "where",
 ]

@@ -33,7 +33,8 @@ FINDERS: tuple[Callable[[TraceProfile, FindingOptions], list[Finding]], ...] = (
 
 
 def find_all(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
-    """The findings on the trace worth acting on, the largest saving first (then by kind, then title).
+    """The findings on the trace worth acting on: budget overruns, then the largest saving first (then by kind,
+    then title).
 
     Findings about the same spans are folded into one (see ``ranking.rank``), and the noise is
     left out: savings under ``options.min_saving`` of the trace, and findings that save no time

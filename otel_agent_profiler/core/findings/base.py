@@ -47,6 +47,11 @@ KINDS: tuple[str, ...] = (
     TOKEN_PROFILE,
 )
 
+#: What a per-category budget (``FindingOptions.category_budgets``) can limit: the category's
+#: tokens, its cost in US dollars, and its critical-path time in milliseconds (the part of the
+#: trace's duration its spans account for; self time would count parallel calls several times).
+CATEGORY_BUDGET_MEASURES: tuple[str, ...] = ("tokens", "cost_usd", "critical_path_ms")
+
 #: Context windows in tokens, by model alias (snapshots match their alias). Extend with
 #: ``FindingOptions(context_windows={**DEFAULT_CONTEXT_WINDOWS, "my-model": 32_000})``.
 DEFAULT_CONTEXT_WINDOWS: Mapping[str, int] = {
@@ -137,6 +142,9 @@ class FindingOptions:
     budget_tokens: int | None = None
     budget_cost_usd: float | None = None
     budget_latency_ms: float | None = None
+    #: Budgets per category: ``{"llm": {"tokens": 100_000, "cost_usd": 0.10}, "tool": {"critical_path_ms": 500}}``,
+    #: the measures of ``CATEGORY_BUDGET_MEASURES``.
+    category_budgets: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     #: The noise floor of ``find_all``: a finding saving more than nothing but less than this share
     #: of the trace's duration is left out (0 keeps every one). What-ifs are always kept.
     min_saving: float = 0.01

@@ -19,6 +19,7 @@ from ..profile import SpanProfile, TraceProfile
 from ..projection import projected_duration_ns
 from .base import (
     BOTTLENECK,
+    BUDGET_EXCEEDED,
     KINDS,
     PARALLELIZABLE,
     REPEATED_TOOL_CALL,
@@ -37,12 +38,16 @@ _FAMILY = {SLOW_TOOL: BOTTLENECK}
 COMBINED_SPEEDUP_FACTOR = 0.5
 
 
-def _order(finding: Finding) -> tuple[int, int, str, tuple[str, ...]]:
-    return (-finding.saving_ns, KINDS.index(finding.kind), finding.title, finding.span_ids)
+def _order(finding: Finding) -> tuple[bool, int, int, str, tuple[str, ...]]:
+    # Budget overruns come first: they save no time themselves, but a report (or a CI run) that
+    # exceeds a budget leads with it rather than cutting it off below the savings.
+    over_budget = finding.kind == BUDGET_EXCEEDED
+    return (not over_budget, -finding.saving_ns, KINDS.index(finding.kind), finding.title, finding.span_ids)
 
 
 def rank(profile: TraceProfile, findings: Sequence[Finding], options: FindingOptions) -> list[Finding]:
-    """The findings worth showing, the largest saving first, none sharing a span with another of its kind.
+    """The findings worth showing, budget overruns first, then the largest saving first, none sharing a
+    span with another of its kind.
 
     Left out: findings saving more than nothing but less than ``options.min_saving`` of the
     trace's duration, and findings saving nothing that carry no ``suggestion``. What-ifs (asked

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..genai import TokenUsage
 from ..profile import TraceProfile
 from .base import (
     BUDGET_EXCEEDED,
+    CATEGORY_BUDGET_MEASURES,
     DEFAULT_OPTIONS,
     TOKEN_PROFILE,
     Finding,
@@ -71,7 +74,12 @@ def find_token_profile(profile: TraceProfile, options: FindingOptions = DEFAULT_
 
 
 def find_budget_overruns(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
-    """A finding per budget the trace exceeds. A cost budget needs a profile made with prices."""
+    """A finding per budget the trace, or one of its categories, exceeds.
+
+    A cost budget needs a profile made with prices: a trace (or category) with no priced call is
+    not checked. A category's duration is the time its spans hold on the critical path.
+    Raises ``ValueError`` for a measure not in ``CATEGORY_BUDGET_MEASURES``.
+    """
     findings: list[Finding] = []
     tokens = profile.tokens.total
     if options.budget_tokens is not None and tokens > options.budget_tokens:
@@ -97,6 +105,44 @@ def find_budget_overruns(profile: TraceProfile, options: FindingOptions = DEFAUL
                 f"of {format_duration(limit_ns)}"
             )
             findings.append(_budget("latency_ns", title, duration, limit_ns))
+    for category, limits in options.category_budgets.items():
+        findings.extend(_category_overruns(profile, category, limits))
+    return findings
+
+
+# How a category's spans are called in a sentence.
+_CATEGORY_NOUNS = {"llm": "LLM calls", "embedding": "embedding calls", "tool": "tool calls"}
+
+
+def _category_overruns(profile: TraceProfile, category: str, limits: Mapping[str, float]) -> list[Finding]:
+    unknown = set(limits) - set(CATEGORY_BUDGET_MEASURES)
+    if unknown:
+        raise ValueError(f"unknown budget measure {sorted(unknown)[0]!r}; one of {', '.join(CATEGORY_BUDGET_MEASURES)}")
+    noun = _CATEGORY_NOUNS.get(category, f"{category} spans")
+    findings: list[Finding] = []
+    tokens_limit = limits.get("tokens")
+    if tokens_limit is not None:
+        tokens = sum(op.tokens.total for (cat, _), op in profile.operations.items() if cat == category)
+        if tokens > tokens_limit:
+            detail = f"{tokens:,} tokens, {tokens - tokens_limit:,.0f} over the budget of {tokens_limit:,.0f}"
+            findings.append(_budget("tokens", detail, tokens, tokens_limit, category, noun))
+    cost_limit = limits.get("cost_usd")
+    if cost_limit is not None:
+        costs = [s.cost_usd for s in profile.spans if s.category == category and s.counted and s.cost_usd is not None]
+        cost = sum(costs)
+        if costs and cost > cost_limit:
+            detail = f"${cost:.4f}, ${cost - cost_limit:.4f} over the budget of ${cost_limit:.4f}"
+            findings.append(_budget("cost_usd", detail, cost, cost_limit, category, noun))
+    time_limit = limits.get("critical_path_ms")
+    if time_limit is not None:
+        limit_ns = round(time_limit * 1e6)
+        held = profile.categories[category].critical_path_ns if category in profile.categories else 0
+        if held > limit_ns:
+            detail = (
+                f"{format_duration(held)} on the critical path, {format_duration(held - limit_ns)} over the budget "
+                f"of {format_duration(limit_ns)}"
+            )
+            findings.append(_budget("critical_path_ns", detail, held, limit_ns, category, noun))
     return findings
 
 
@@ -104,14 +150,27 @@ _BUDGET_SUGGESTIONS = {
     "tokens": "Send fewer tokens: trim or summarise the context, and cache identical calls.",
     "cost_usd": "Use a cheaper model where the answers are short, and send less context.",
     "latency_ns": "Make the changes the other findings suggest, the largest saving first.",
+    "critical_path_ns": "Make these calls faster or run them together: the other findings say which.",
 }
 
+# The word for a budget's measure in a title.
+_MEASURE_WORDS = {"tokens": "tokens", "cost_usd": "cost", "latency_ns": "duration", "critical_path_ns": "duration"}
 
-def _budget(budget: str, detail: str, actual: float, limit: float) -> Finding:
+
+def _budget(
+    budget: str, detail: str, actual: float, limit: float, category: str | None = None, noun: str = ""
+) -> Finding:
     over: JSONValue = actual - limit
+    evidence: dict[str, JSONValue] = {"budget": budget, "limit": limit, "actual": actual, "over": over}
+    if category is None:
+        title = f"The trace exceeds its {_MEASURE_WORDS[budget]} budget: {detail}."
+    else:
+        title = f"{noun[0].upper()}{noun[1:]} exceed their {_MEASURE_WORDS[budget]} budget: {detail}."
+        evidence["category"] = category
     return Finding(
         kind=BUDGET_EXCEEDED,
-        title=f"The trace exceeds its {budget.split('_')[0]} budget: {detail}.",
+        title=title,
+        category=category,
         suggestion=_BUDGET_SUGGESTIONS[budget],
-        evidence={"budget": budget, "limit": limit, "actual": actual, "over": over},
+        evidence=evidence,
     )
