@@ -753,7 +753,10 @@ def test_main_without_files_is_a_usage_error(capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit) as exit_info:
         main(["analyze"])
     assert exit_info.value.code == 2
-    assert "usage" in capsys.readouterr().err.lower()
+    err = capsys.readouterr().err
+    # One line, naming the command and where to look, not argparse's usage block.
+    assert err.count("\n") == 1
+    assert err.startswith("otel-agent-profiler analyze: error: ") and "--help" in err
 
 
 def test_text_report_lists_findings_with_their_savings(tmp_path: Path) -> None:

@@ -78,7 +78,8 @@ def test_bad_values_are_usage_errors(args: list[str], capsys: pytest.CaptureFixt
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["serve", *args])
     assert exit_info.value.code == 2
-    assert "usage" in capsys.readouterr().err.lower()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("otel-agent-profiler serve: error: ")
 
 
 def test_bad_upstream_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from .._version import __version__
 from . import analyze, diff, export, report, serve
@@ -30,8 +30,15 @@ class _Command(Protocol):
 _COMMANDS: dict[str, _Command] = {"analyze": analyze, "export": export, "diff": diff, "report": report, "serve": serve}
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """Usage errors as one line on standard error (exit 2), not argparse's usage block first."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineErrors(
         prog=PROG,
         description=(
             "Self time, critical path and category breakdowns of LLM agent traces. Reads OpenTelemetry "
