@@ -307,3 +307,12 @@ def test_hand_built_sets_exact_means_and_test() -> None:
     assert row["p_value"] == pytest.approx(KNOWN[0][3], rel=1e-12)  # the same ranks as 1..5 against 6..10
     assert row["verdict"] == Verdict.REGRESSION.value
     assert TRACE_ID not in set(span_table(base)["trace_id"])
+
+
+def test_the_summary_writes_durations_and_costs_as_the_reports_do() -> None:
+    from otel_agent_profiler.analytics.compare import _value
+
+    assert _value("duration_ms", 1710.0) == "1.71 s"
+    assert _value("cost_usd", 0.0126) == "$0.0126"
+    assert _value("total_tokens", 51535.0) == "51,535"
+    assert _value("total_tokens", 412.5) == "412.5"

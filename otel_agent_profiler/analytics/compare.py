@@ -49,7 +49,7 @@ import pandas as pd
 
 from ..core.categories import CATEGORIES
 from ..core.profile import TraceProfile
-from ..core.units import plural
+from ..core.units import format_duration, format_usd, plural
 from .span_table import as_span_table, trace_table
 from .statistics import group_codes, grouped_summary
 
@@ -203,10 +203,20 @@ class Comparison:
             after = row.candidate_mean if self.center == "mean" else row.candidate_median
             change = row.mean_change if self.center == "mean" else row.median_change
             lines.append(
-                f"  {what} [{row.sample}] {row.metric}: {before:.4g} -> {after:.4g} ({change:+.1%}), "
+                f"  {what} [{row.sample}] {row.metric}: {_value(row.metric, before)} -> "
+                f"{_value(row.metric, after)} ({change:+.1%}), "
                 f"p={row.p_adjusted:.3g}, Cliff's delta {row.cliffs_delta:+.2f}"
             )
         return "\n".join(lines)
+
+
+def _value(metric: str, value: float) -> str:
+    """A metric's value as the reports write it: durations in SI units, costs in dollars."""
+    if metric.endswith("_ms"):
+        return format_duration(value * 1e6)
+    if metric.endswith("_usd"):
+        return format_usd(value)
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 class _Side:
