@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
-from ..core import TraceProfile, profiles_to_dict
+from ..core import TraceProfile, trace_to_dict
 from ..core.findings import Finding, find_all
 from ..offline import cyclic_gc_paused, load_profiles
 from ..report import render_traces
+from ..report.json_stream import write_document
 from ..report.progress import Progress, progress_enabled
 from ..report.text import can_draw
 from . import arguments
-from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, error, write_output
+from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, error, write_output, write_streamed
 
 HELP = "profile the traces in exported trace files"
 DESCRIPTION = (
@@ -79,6 +80,15 @@ def _prefix_cache_text(candidates: list[Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _trace_dicts(profiles: list[TraceProfile], findings: dict[str, list[Finding]] | None) -> Iterator[dict[str, Any]]:
+    # One at a time, as they are written: the whole document would take more memory than the profiles.
+    for profile in profiles:
+        trace = trace_to_dict(profile)
+        if findings is not None:
+            trace["findings"] = [finding.to_dict() for finding in findings[profile.trace_id]]
+        yield trace
+
+
 def run(args: argparse.Namespace) -> int:
     progress = Progress(progress_enabled(args.progress))
     with cyclic_gc_paused():
@@ -94,25 +104,28 @@ def run(args: argparse.Namespace) -> int:
             for profile in profiles:
                 findings[profile.trace_id] = find_all(profile)
                 progress.advance()
-    progress.close()
+        progress.close()
 
-    if args.format == "json":
-        document = profiles_to_dict(profiles)
-        if findings is not None:
-            for trace in document["traces"]:
-                trace["findings"] = [finding.to_dict() for finding in findings[trace["trace_id"]]]
-        document["files"] = loaded.file_dicts()
-        if args.prefix_cache:
-            document["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
-        report = json.dumps(document, indent=2) + "\n"
-    else:
-        stream = sys.stdout if args.output is None else None
-        ascii_only = args.ascii or (stream is not None and not can_draw(stream))
-        report = render_traces(profiles, max_spans=args.max_spans, ascii_only=ascii_only, findings=findings)
-        if args.prefix_cache:
-            report += _prefix_cache_text(_prefix_candidates(profiles))
-        if not profiles:
-            report = "No traces to report.\n"
+        if args.format == "json":
+            rest: dict[str, Any] = {"files": loaded.file_dicts()}
+            if args.prefix_cache:
+                rest["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
+            # The collector stays paused while writing: the trace dicts die young, the profiles
+            # would only be traversed again and again.
+            written = write_streamed(
+                args.output, lambda out: write_document(out, "traces", _trace_dicts(profiles, findings), rest)
+            )
+            if not written:
+                return EXIT_FAILURE
+            return EXIT_OK if loaded.complete else EXIT_BAD_INPUT
+
+    stream = sys.stdout if args.output is None else None
+    ascii_only = args.ascii or (stream is not None and not can_draw(stream))
+    report = render_traces(profiles, max_spans=args.max_spans, ascii_only=ascii_only, findings=findings)
+    if args.prefix_cache:
+        report += _prefix_cache_text(_prefix_candidates(profiles))
+    if not profiles:
+        report = "No traces to report.\n"
 
     if not write_output(args.output, report):
         return EXIT_FAILURE
