@@ -84,32 +84,74 @@ def projected_duration_ns(
     to the first; unknown ids are ignored.
     """
     group_of = _group_index(independent)
-    intervals, held = _clipped_tree(profile)
+    tree = _tree_of(profile)
     # A subtree with no changed span and no regrouped child projects to exactly its recorded
     # (clipped) length, so only the changed spans and their ancestors are scheduled again.
     scales: dict[SpanProfile, float] = {}
     affected: set[SpanProfile] = set()
     for span in profile.spans:
-        scale = _checked(factor(span), span)
+        scale = factor(span)
         if scale == 1.0 and span.record.span_id not in group_of:
             continue
-        scales[span] = scale
+        scales[span] = _checked(scale, span)
         ancestor: SpanProfile | None = span
         while ancestor is not None and ancestor not in affected:
             affected.add(ancestor)
             ancestor = ancestor.parent
-    lengths: dict[SpanProfile, int] = {}
-    # Depth-first order lists every parent before its children, so walking it backwards
-    # finishes every child before its parent needs its length.
-    for span in reversed(profile.spans):
-        start, end = intervals[span]
-        if span in affected:
-            scale = scales.get(span, 1.0)
-            lengths[span] = _length(start, end, held.get(span, _NO_CHILDREN), lengths, scale, group_of)
-        else:
-            lengths[span] = end - start
-    roots = sorted((root.start_ns, root.end_ns, root.record.span_id, root) for root in profile.roots)
-    return _length(profile.start_ns, profile.end_ns, roots, lengths, 1.0, group_of)
+    lengths = tree.lengths
+    if affected:
+        lengths = dict(lengths)
+        # Depth-first order lists every parent before its children, so walking it backwards
+        # finishes every child before its parent needs its length.
+        for span in sorted(affected, key=tree.position.__getitem__, reverse=True):
+            start, end = tree.intervals[span]
+            children = tree.held.get(span, _NO_CHILDREN)
+            lengths[span] = _length(
+                start, end, children, tree.by_end(span, children), lengths, scales.get(span, 1.0), group_of
+            )
+    return _length(profile.start_ns, profile.end_ns, tree.roots, tree.by_end(None, tree.roots), lengths, 1.0, group_of)
+
+
+class _Tree:
+    """What every projection of one trace shares: the clipped schedule as recorded.
+
+    The findings project one trace a dozen times and more in a row; building this once per
+    trace instead of once per projection halves their cost.
+    """
+
+    __slots__ = ("_by_end", "held", "intervals", "lengths", "position", "roots", "roots_key", "spans")
+
+    def __init__(self, profile: TraceProfile) -> None:
+        self.spans = profile.spans
+        self.roots_key = profile.roots
+        self.intervals, self.held = _clipped_tree(profile)
+        self.lengths = {span: end - start for span, (start, end) in self.intervals.items()}
+        self.position = {span: index for index, span in enumerate(profile.spans)}
+        self.roots: list[_Child] = sorted(
+            (root.start_ns, root.end_ns, root.record.span_id, root) for root in profile.roots
+        )
+        self._by_end: dict[SpanProfile | None, list[int]] = {}
+
+    def by_end(self, span: SpanProfile | None, children: list[_Child]) -> list[int]:
+        """Positions of ``span``'s held children (None: the roots) in order of recorded end."""
+        order = self._by_end.get(span)
+        if order is None:
+            order = self._by_end[span] = sorted(range(len(children)), key=lambda i: (children[i][1], i))
+        return order
+
+
+# The last trace projected, and its tree. One entry, so at most one trace's spans stay referenced;
+# replaced whole, so threads projecting different traces at worst rebuild it.
+_last_tree: _Tree | None = None
+
+
+def _tree_of(profile: TraceProfile) -> _Tree:
+    global _last_tree
+    tree = _last_tree
+    # The same lists (held here, so never another trace's lists at a reused address).
+    if tree is None or tree.spans is not profile.spans or tree.roots_key is not profile.roots:
+        tree = _last_tree = _Tree(profile)
+    return tree
 
 
 _NO_CHILDREN: list[_Child] = []
@@ -164,6 +206,7 @@ def _length(
     start: int,
     end: int,
     children: list[_Child],
+    by_end: list[int],
     lengths: dict[SpanProfile, int],
     scale: float,
     group_of: dict[str, int],
@@ -172,11 +215,10 @@ def _length(
     if not children:
         return _scaled(end - start, scale)
     count = len(children)
-    # Siblings in order of recorded end; the pointer admits them as dependencies once they ended
-    # at or before the current child's start. Ties go by position, so a dependency is always a
-    # sibling placed before, already scheduled (two zero-length siblings at one instant would
-    # otherwise depend on each other).
-    by_end = sorted(range(count), key=lambda i: (children[i][1], i))
+    # ``by_end``: siblings in order of recorded end (ties by position); the pointer admits them as
+    # dependencies once they ended at or before the current child's start. Ties go by position, so
+    # a dependency is always a sibling placed before, already scheduled (two zero-length siblings
+    # at one instant would otherwise depend on each other).
     admitted = 0
     dependency_end = start  # latest recorded end among the dependencies (or the parent's start)
     dependency_projected = 0  # latest projected end among them, relative to the parent's start
