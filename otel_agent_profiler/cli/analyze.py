@@ -104,28 +104,29 @@ def run(args: argparse.Namespace) -> int:
             for profile in profiles:
                 findings[profile.trace_id] = find_all(profile)
                 progress.advance()
-        progress.close()
+    progress.close()
 
-        if args.format == "json":
-            rest: dict[str, Any] = {"files": loaded.file_dicts()}
-            if args.prefix_cache:
-                rest["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
-            # The collector stays paused while writing: the trace dicts die young, the profiles
-            # would only be traversed again and again.
+    if args.format == "json":
+        rest: dict[str, Any] = {"files": loaded.file_dicts()}
+        if args.prefix_cache:
+            rest["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
+        # Written a trace at a time; the collector stays paused: the trace dicts die young, and
+        # the profiles would only be traversed again and again.
+        with cyclic_gc_paused():
             written = write_streamed(
                 args.output, lambda out: write_document(out, "traces", _trace_dicts(profiles, findings), rest)
             )
-            if not written:
-                return EXIT_FAILURE
-            return EXIT_OK if loaded.complete else EXIT_BAD_INPUT
-
-    stream = sys.stdout if args.output is None else None
-    ascii_only = args.ascii or (stream is not None and not can_draw(stream))
-    report = render_traces(profiles, max_spans=args.max_spans, ascii_only=ascii_only, findings=findings)
-    if args.prefix_cache:
-        report += _prefix_cache_text(_prefix_candidates(profiles))
-    if not profiles:
-        report = "No traces to report.\n"
+        if not written:
+            return EXIT_FAILURE
+        return EXIT_OK if loaded.complete else EXIT_BAD_INPUT
+    else:
+        stream = sys.stdout if args.output is None else None
+        ascii_only = args.ascii or (stream is not None and not can_draw(stream))
+        report = render_traces(profiles, max_spans=args.max_spans, ascii_only=ascii_only, findings=findings)
+        if args.prefix_cache:
+            report += _prefix_cache_text(_prefix_candidates(profiles))
+        if not profiles:
+            report = "No traces to report.\n"
 
     if not write_output(args.output, report):
         return EXIT_FAILURE
