@@ -1,4 +1,4 @@
-"""JSON written a piece at a time: the text json.dumps(indent=2) writes, and the analyze command's document."""
+"""JSON written a piece at a time: the bytes json.dumps(indent=2) and msgspec write; what analyze and report write."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from otel_agent_profiler.cli import main
 from otel_agent_profiler.core import profiles_to_dict
 from otel_agent_profiler.core.findings import find_all
 from otel_agent_profiler.offline import load_profiles
-from otel_agent_profiler.report.json_stream import pretty, write_document
+from otel_agent_profiler.report.json_stream import pretty, write_compact_document, write_document
+from otel_agent_profiler.report.summary import build_summary, cross_run_statistics, write_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -103,3 +105,33 @@ def test_analyze_json_of_no_traces_is_an_empty_list(tmp_path: Path, capsys: pyte
     document = json.loads(capsys.readouterr().out)
     assert document["traces"] == []
     assert [file["path"] for file in document["files"]] == [str(path)]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"traces": []},
+        {"a": 1, "traces": [NESTED, {}], "b": NESTED},
+        {"traces": [NESTED], "files": [], "none": None},
+    ],
+)
+def test_write_compact_document_writes_what_msgspec_encode_writes(document: dict[str, Any], tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    with out.open("wb") as stream:
+        write_compact_document(stream, {**document, "traces": iter(document["traces"])}, "traces")
+    assert out.read_bytes() == msgspec.json.encode(document) + b"\n"
+
+
+def test_the_summary_written_a_trace_at_a_time_is_the_built_summary(many_traces: Path, tmp_path: Path) -> None:
+    loaded = load_profiles([str(many_traces)])
+    findings = {profile.trace_id: find_all(profile) for profile in loaded.profiles}
+    options: dict[str, Any] = {
+        "selected_trace_id": loaded.profiles[3].trace_id,
+        "statistics": cross_run_statistics(loaded.profiles),
+        "files": loaded.file_dicts(),
+        "detail_trace_ids": {loaded.profiles[3].trace_id, loaded.profiles[7].trace_id},
+    }
+    out = tmp_path / "summary.json"
+    with out.open("wb") as stream:
+        write_summary(stream, loaded.profiles, findings, **options)
+    assert out.read_bytes() == msgspec.json.encode(build_summary(loaded.profiles, findings, **options)) + b"\n"

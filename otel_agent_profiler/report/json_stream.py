@@ -47,3 +47,24 @@ def write_document(out: BinaryIO, streamed_key: str, items: Iterable[Any], rest:
     for key, value in rest.items():
         out.write(b",\n  " + _encode(key) + b": " + pretty(value, 1))
     out.write(b"\n}\n")
+
+
+def write_compact_document(out: BinaryIO, document: dict[str, Any], streamed_key: str) -> None:
+    """Write ``document`` to ``out`` as compact JSON and a newline, ``document[streamed_key]`` an iterable.
+
+    The bytes are ``msgspec.json.encode(document) + b"\\n"`` had the iterable been a list; its items
+    are encoded and written one at a time.
+    """
+    opening = b"{"
+    for key, value in document.items():
+        out.write(opening + _encode(key) + b":")
+        opening = b","
+        if key != streamed_key:
+            out.write(_encode(value))
+            continue
+        separator = b"["
+        for item in value:
+            out.write(separator + _encode(item))
+            separator = b","
+        out.write(b"[]" if separator == b"[" else b"]")
+    out.write(b"{}\n" if opening == b"{" else b"}\n")
