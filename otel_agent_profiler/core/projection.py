@@ -226,22 +226,32 @@ def _length(
     group_starts: dict[int, int] = {}
     latest_projected = 0
     latest_recorded = start
+    # Comparisons written out rather than max() and tuple order: this loop is most of the
+    # findings' time.
     for index, (child_start, child_end, span_id, child) in enumerate(children):
         while admitted < count:
             candidate = by_end[admitted]
-            if (children[candidate][1], candidate) >= (child_start, index):
+            candidate_end = children[candidate][1]
+            # Admitted when (candidate_end, candidate) < (child_start, index).
+            if candidate_end > child_start or (candidate_end == child_start and candidate >= index):
                 break
             admitted += 1
-            dependency_end = max(dependency_end, children[candidate][1])
-            dependency_projected = max(dependency_projected, projected_ends[candidate])
-        group = group_of.get(span_id)
+            if candidate_end > dependency_end:
+                dependency_end = candidate_end
+            candidate_projected = projected_ends[candidate]
+            if candidate_projected > dependency_projected:
+                dependency_projected = candidate_projected
+        group = group_of.get(span_id) if group_of else None
         projected_start = group_starts.get(group) if group is not None else None
         if projected_start is None:
-            projected_start = dependency_projected + _scaled(child_start - dependency_end, scale)
+            gap = child_start - dependency_end
+            projected_start = dependency_projected + (gap if scale == 1.0 else round(gap * scale))
             if group is not None:
                 # The group's first member (earliest start) fixes where every member starts.
                 group_starts[group] = projected_start
         projected_end = projected_ends[index] = projected_start + lengths[child]
-        latest_projected = max(latest_projected, projected_end)
-        latest_recorded = max(latest_recorded, child_end)
+        if projected_end > latest_projected:
+            latest_projected = projected_end
+        if child_end > latest_recorded:
+            latest_recorded = child_end
     return latest_projected + _scaled(end - latest_recorded, scale)
