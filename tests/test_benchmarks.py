@@ -34,6 +34,31 @@ def test_analysis_benchmark_prints_ratio_and_throughput() -> None:
 
 
 @pytest.mark.e2e
+def test_cli_benchmark_prints_every_command_as_ratios_to_json_load() -> None:
+    out = bench("bench_cli.py", "--spans", "2000", "--repeat", "2")
+    assert out.count("json.load (baseline)") == 2, out
+    assert "(lean)" in out and "(heavy)" in out, out
+    for command in (
+        "analyze --format json > FILE",
+        "analyze --format json --output",
+        "analyze (text report) > FILE",
+        "export --format speedscope",
+        "report --summary-json",
+        "report --html",
+        "diff FILE FILE",
+    ):
+        figures = re.findall(
+            re.escape(command) + r"\s+[\d.]+ / +[\d.]+ s = [\d.]+x / [\d.]+x +[\d,]+ / +[\d,]+ spans/s"
+            r"  peak [\d,]+ MB = [\d.]+x  (goals met|goal missed: .+)$",
+            out,
+            re.M,
+        )
+        assert len(figures) == 2, (command, out)
+    spans = [int(n.replace(",", "")) for n in re.findall(r"^([\d,]+) spans, [\d.]+ MB of OTLP JSON", out, re.M)]
+    assert len(spans) == 2 and min(spans) >= 2000, out
+
+
+@pytest.mark.e2e
 def test_overhead_benchmark_prints_ratios_for_both_workloads() -> None:
     out = bench("bench_overhead.py", "--traces", "60", "--repeat", "1")
     # Two workloads, each exported nowhere and over OTLP to a real collector, steady and saturated.

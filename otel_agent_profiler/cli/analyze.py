@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..core import TraceProfile, profiles_to_dict
-from ..core.findings import Finding, combined_projection, find_all
+from ..core import TraceProfile, trace_to_dict
+from ..core.findings import Finding, WhatIfProjection, combined_projection, find_all
 from ..offline import cyclic_gc_paused, load_profiles
 from ..report import render_traces
+from ..report.json_stream import write_document
 from ..report.progress import Progress, progress_enabled
 from ..report.text import can_draw
 from . import arguments, budgets
-from .arguments import EXIT_BAD_INPUT, EXIT_BUDGET_EXCEEDED, EXIT_FAILURE, EXIT_OK, error, write_output
+from .arguments import (
+    EXIT_BAD_INPUT,
+    EXIT_BUDGET_EXCEEDED,
+    EXIT_FAILURE,
+    EXIT_OK,
+    error,
+    write_output,
+    write_streamed,
+)
 
 HELP = "profile the traces in exported trace files"
 DESCRIPTION = (
@@ -83,6 +92,24 @@ def _prefix_cache_text(candidates: list[Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _trace_dicts(
+    profiles: list[TraceProfile],
+    findings: dict[str, list[Finding]] | None,
+    projected: Mapping[str, WhatIfProjection],
+) -> Iterator[dict[str, Any]]:
+    # One at a time, as they are written: the whole document would take more memory than the profiles.
+    for profile in profiles:
+        trace = trace_to_dict(profile)
+        if findings is not None:
+            found = findings[profile.trace_id]
+            trace["findings"] = [finding.to_dict() for finding in found]
+            trace["combined_projection"] = combined_projection(profile, found).to_dict()
+        what_if = projected.get(profile.trace_id)
+        if what_if is not None:
+            trace["what_if"] = what_if.to_dict()
+        yield trace
+
+
 def run(args: argparse.Namespace) -> int:
     inputs = arguments.offline_inputs(args)
     if inputs is None:
@@ -107,18 +134,18 @@ def run(args: argparse.Namespace) -> int:
     progress.close()
 
     if args.format == "json":
-        document = profiles_to_dict(profiles)
-        if findings is not None:
-            by_id = {profile.trace_id: profile for profile in profiles}
-            for trace in document["traces"]:
-                found = findings[trace["trace_id"]]
-                trace["findings"] = [finding.to_dict() for finding in found]
-                trace["combined_projection"] = combined_projection(by_id[trace["trace_id"]], found).to_dict()
-        document["files"] = loaded.file_dicts()
+        rest: dict[str, Any] = {"files": loaded.file_dicts()}
         if args.prefix_cache:
-            document["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
-        budgets.add_to_document(document, projected)
-        report = json.dumps(document, indent=2) + "\n"
+            rest["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
+        # Written a trace at a time; the collector stays paused: the trace dicts die young, and
+        # the profiles would only be traversed again and again.
+        with cyclic_gc_paused():
+            written = write_streamed(
+                args.output,
+                lambda out: write_document(out, "traces", _trace_dicts(profiles, findings, projected), rest),
+            )
+        if not written:
+            return EXIT_FAILURE
     else:
         stream = sys.stdout if args.output is None else None
         ascii_only = args.ascii or (stream is not None and not can_draw(stream))
@@ -128,9 +155,8 @@ def run(args: argparse.Namespace) -> int:
         report += budgets.what_if_text(profiles, args.what_if, projected)
         if not profiles:
             report = "No traces to report.\n"
-
-    if not write_output(args.output, report):
-        return EXIT_FAILURE
+        if not write_output(args.output, report):
+            return EXIT_FAILURE
     over_budget = budgets.overruns(profiles, options, findings)
     if not loaded.complete or folder_problems:
         return EXIT_BAD_INPUT

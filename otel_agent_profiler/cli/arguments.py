@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, offline_prices, parse_prices
 from ..core.units import plural
@@ -228,6 +228,26 @@ def write_output(path: str | None, content: str | bytes) -> bool:
         else:
             with open(path, "w", encoding="utf-8") as text:
                 text.write(content)
+    except OSError as exc:
+        error(f"cannot write {path}: {exc.strerror or exc}")
+        return False
+    return True
+
+
+def write_streamed(path: str | None, write: Callable[[BinaryIO], None]) -> bool:
+    """Like :func:`write_output`, for output that ``write(stream)`` writes a piece at a time.
+
+    The output never has to be held in memory whole. An error writing the file is reported as
+    :func:`write_output` reports it, and False returned.
+    """
+    if path is None:
+        sys.stdout.flush()
+        write(sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+        return True
+    try:
+        with open(path, "wb", buffering=1 << 20) as binary:
+            write(binary)
     except OSError as exc:
         error(f"cannot write {path}: {exc.strerror or exc}")
         return False

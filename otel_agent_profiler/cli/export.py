@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
+
+import msgspec
 
 from ..core import TraceProfile
 from ..offline import load_profiles
@@ -76,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
         document = to_speedscope(profiles, name=arguments.single_file_name(files) or PROG)
     else:
         document = to_chrome_trace(profiles)
-    text = json.dumps(document, separators=(",", ":")) + "\n"
+    # msgspec writes the compact JSON json.dumps(separators=(",", ":")) writes, several times faster
+    # (only a few floats are spelled differently, 0.00001 for 1e-05; and non-ASCII stays UTF-8).
+    text = msgspec.json.encode(document) + b"\n"
     if not write_output(None if args.output == "-" else args.output, text):
         return EXIT_FAILURE
     return EXIT_OK if loaded.complete and not folder_problems else EXIT_BAD_INPUT

@@ -5,15 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-import msgspec
-
 from ..core.findings import Finding, FindingOptions, find_all
 from ..core.pricing import PriceTable
 from ..core.units import plural
 from ..offline import cyclic_gc_paused, load_profiles
 from ..report.progress import Progress, progress_enabled
 from . import arguments, budgets
-from .arguments import EXIT_BAD_INPUT, EXIT_BUDGET_EXCEEDED, EXIT_FAILURE, EXIT_OK, error, write_output
+from .arguments import (
+    EXIT_BAD_INPUT,
+    EXIT_BUDGET_EXCEEDED,
+    EXIT_FAILURE,
+    EXIT_OK,
+    error,
+    write_output,
+    write_streamed,
+)
 
 HELP = "write a self-contained HTML report (flame graph, waterfall, categories, findings, cross-run charts)"
 DESCRIPTION = (
@@ -82,7 +88,7 @@ def _run(
     args: argparse.Namespace, progress: Progress, files: list[str], prices: PriceTable, options: FindingOptions
 ) -> int:
     from ..report.html import detail_traces, render_html, select_trace
-    from ..report.summary import build_summary, cross_run_statistics
+    from ..report.summary import cross_run_statistics, write_summary
 
     try:
         loaded = load_profiles(files, prices=prices, progress=progress, on_error_line=error)
@@ -115,32 +121,30 @@ def _run(
         name = arguments.single_file_name(files)
         title = f"Agent trace profile: {name}" if name else "Agent trace profile"
         page = render_html(profiles, findings, selected_trace_id=selected.trace_id, statistics=statistics, title=title)
-        summary = None
-        if args.summary_json:
-            prefix_cache = None
-            if args.prefix_cache:
-                from ..analytics.prefix_cache import prefix_cache_candidates
+        prefix_cache = None
+        if args.summary_json and args.prefix_cache:
+            from ..analytics.prefix_cache import prefix_cache_candidates
 
-                prefix_cache = prefix_cache_candidates(profiles)
-            summary = build_summary(
-                profiles,
-                findings,
-                selected_trace_id=selected.trace_id,
-                statistics=statistics,
-                files=loaded.file_dicts(),
-                detail_trace_ids={p.trace_id for p in detail_traces(profiles, selected)},
-                prefix_cache=prefix_cache,
-            )
+            prefix_cache = prefix_cache_candidates(profiles)
         progress.advance()
     finally:
         progress.close()
     if not write_output(args.html, page):
         return EXIT_FAILURE
-    if summary is not None and not write_output(
+    if args.summary_json and not write_streamed(
         # msgspec writes the same compact JSON as json.dumps, several times faster (it is 100+ MB
-        # over 200,000 spans); NaN never occurs: statistics turn it into None first.
+        # over 200,000 spans), a trace at a time; NaN never occurs: statistics turn it into None first.
         args.summary_json,
-        msgspec.json.encode(summary) + b"\n",
+        lambda out: write_summary(
+            out,
+            profiles,
+            findings,
+            selected_trace_id=selected.trace_id,
+            statistics=statistics,
+            files=loaded.file_dicts(),
+            detail_trace_ids={p.trace_id for p in detail_traces(profiles, selected)},
+            prefix_cache=prefix_cache,
+        ),
     ):
         return EXIT_FAILURE
     spans = sum(p.span_count for p in profiles)

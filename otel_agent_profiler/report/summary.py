@@ -48,14 +48,15 @@ evidence (nanoseconds, as ``Finding.to_dict`` writes them); missing statistics (
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any, BinaryIO
 
 from .._version import __version__
 from ..core.findings import Finding, combined_projection
 from ..core.profile import TraceProfile
 from ..core.schema import trace_to_dict
 from .html import by_duration, select_trace
+from .json_stream import write_compact_document
 
 SUMMARY_FORMAT = "otel-agent-profiler.report-summary"
 SUMMARY_VERSION = 2
@@ -239,23 +240,68 @@ def build_summary(
     ``detail_trace_ids``: the traces whose spans are included (all when None).
     ``prefix_cache``: the prompt-prefix candidates, when they were asked for.
     """
+    return _summary(
+        profiles, findings, selected_trace_id, statistics, files, detail_trace_ids, prefix_cache, lazy=False
+    )
+
+
+def write_summary(
+    out: BinaryIO,
+    profiles: Sequence[TraceProfile],
+    findings: Mapping[str, Sequence[Finding]],
+    *,
+    selected_trace_id: str | None = None,
+    statistics: Mapping[str, Any] | None = None,
+    files: Sequence[Mapping[str, Any]] = (),
+    detail_trace_ids: Collection[str] | None = None,
+    prefix_cache: Sequence[Any] | None = None,
+) -> None:
+    """Write :func:`build_summary`'s document to ``out`` as compact JSON and a newline, a trace at a time.
+
+    The bytes are those of ``msgspec.json.encode(build_summary(...))``; the traces' dicts are
+    built one at a time as they are written, never all at once.
+    """
+    summary = _summary(
+        profiles, findings, selected_trace_id, statistics, files, detail_trace_ids, prefix_cache, lazy=True
+    )
+    write_compact_document(out, summary, "traces")
+
+
+def _summary(
+    profiles: Sequence[TraceProfile],
+    findings: Mapping[str, Sequence[Finding]],
+    selected_trace_id: str | None,
+    statistics: Mapping[str, Any] | None,
+    files: Sequence[Mapping[str, Any]],
+    detail_trace_ids: Collection[str] | None,
+    prefix_cache: Sequence[Any] | None,
+    *,
+    lazy: bool,
+) -> dict[str, Any]:
     selected = select_trace(profiles, selected_trace_id) if profiles else None
-    traces = []
-    for profile in by_duration(profiles):
-        with_spans = detail_trace_ids is None or profile.trace_id in detail_trace_ids
-        document = trace_to_dict(profile, include_spans=with_spans)
-        found = findings.get(profile.trace_id)
-        document["findings"] = [f.to_dict() for f in found or ()]
-        # Only where the findings were made: they need the span tree, which the others may have released.
-        document["combined_projection"] = combined_projection(profile, found).to_dict() if found is not None else None
-        traces.append(document)
+    traces = _trace_documents(by_duration(profiles), findings, detail_trace_ids)
     return {
         "format": SUMMARY_FORMAT,
         "version": SUMMARY_VERSION,
         "generator": f"otel-agent-profiler {__version__}",
         "selected_trace_id": selected.trace_id if selected is not None else None,
         "files": [dict(f) for f in files],
-        "traces": traces,
+        "traces": traces if lazy else list(traces),
         "statistics": dict(statistics) if statistics is not None else None,
         "prefix_cache_candidates": [c.to_dict() for c in prefix_cache] if prefix_cache is not None else None,
     }
+
+
+def _trace_documents(
+    profiles: Iterable[TraceProfile],
+    findings: Mapping[str, Sequence[Finding]],
+    detail_trace_ids: Collection[str] | None,
+) -> Iterator[dict[str, Any]]:
+    for profile in profiles:
+        with_spans = detail_trace_ids is None or profile.trace_id in detail_trace_ids
+        document = trace_to_dict(profile, include_spans=with_spans)
+        found = findings.get(profile.trace_id)
+        document["findings"] = [f.to_dict() for f in found or ()]
+        # Only where the findings were made: they need the span tree, which the others may have released.
+        document["combined_projection"] = combined_projection(profile, found).to_dict() if found is not None else None
+        yield document

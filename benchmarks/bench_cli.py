@@ -1,0 +1,213 @@
+"""Benchmark: every offline command as users run it, against ``json.load`` of the same file.
+
+Generates two OTLP JSON exports of synthetic agent runs (see agent_traces.py) of 200,000+ spans:
+
+* lean: the attributes the profile reads (operation, model, tool and agent names, token counts)
+  and no events, written compactly, as an export of lightly instrumented agents looks;
+* heavy: every attribute opentelemetry-instrumentation-openai records, chunk events, written as
+  ``json.dumps`` writes it (the file the other benchmarks use); ``--content`` adds the prompt and
+  completion text.
+
+Then runs, each as its own subprocess and alternating, ``--repeat`` times: the baseline (a
+Python process doing ``json.load`` of the file and nothing else) and each command, its output
+going to a file. For each it prints the wall time, spans per second and peak resident memory
+(``wait4``'s ``ru_maxrss``), each as a ratio to the baseline's in the same run, min and median of
+the runs, and whether the goals are met: >= 200,000 spans/s and < 1.5x ``json.load`` for
+``analyze`` (JSON to standard output and to ``--output``, and text), ``export`` and ``report
+--summary-json``; < 2x for ``report --html`` and ``diff``; peak memory no higher than
+``json.load``'s. ``diff`` reads the file twice (as baseline and candidate); its baseline loads it
+twice too.
+
+    python benchmarks/bench_cli.py [--spans 200000] [--repeat 3] [--variant lean|heavy|both] [--content]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from agent_traces import generate_spans, otlp_document
+
+GOAL_SPANS_PER_S = 200_000
+GOAL_RATIO = 1.5
+GOAL_RATIO_SLOW = 2.0  # report --html and diff
+GOAL_MEMORY_RATIO = 1.0
+# The command as users run it; PYTHONPATH picks which copy of the package (the benchmark's own
+# environment otherwise).
+CLI = [sys.executable, "-m", "otel_agent_profiler"]
+# json.load of every file given, each kept (diff holds both of its inputs too).
+BASELINE = "import json, sys\ndocuments = [json.load(open(path, 'rb')) for path in sys.argv[1:]]"
+
+# What the profile reads; everything else is dropped from the lean export.
+_LEAN_ATTRIBUTES = frozenset(
+    {
+        "gen_ai.operation.name",
+        "gen_ai.request.model",
+        "gen_ai.tool.name",
+        "gen_ai.agent.name",
+        "gen_ai.data_source.id",
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+        "db.system",
+    }
+)
+
+
+def _lean(span: dict[str, Any]) -> dict[str, Any]:
+    span = {key: value for key, value in span.items() if key != "events"}
+    span["attributes"] = [kv for kv in span["attributes"] if kv["key"] in _LEAN_ATTRIBUTES]
+    return span
+
+
+def write_export(path: Path, span_target: int, variant: str, content: bool) -> int:
+    """Write the ``variant`` export of ``span_target``+ spans to ``path``; the number of spans."""
+    spans = generate_spans(span_target, content=content)
+    if variant == "lean":
+        path.write_text(json.dumps(otlp_document([_lean(s) for s in spans]), separators=(",", ":")))
+    else:
+        path.write_text(json.dumps(otlp_document(spans)))
+    return len(spans)
+
+
+@dataclass(frozen=True)
+class Command:
+    label: str
+    argv: list[str]
+    #: The ratio to the baseline the time must stay under.
+    goal_ratio: float
+    #: Whether the throughput goal applies.
+    throughput_goal: bool = True
+    #: The baseline loads the file this many times (diff reads it twice).
+    loads: int = 1
+
+
+def commands(path: Path, work: Path) -> list[Command]:
+    out = str(work / "out")
+    file = str(path)
+    return [
+        Command("analyze --format json > FILE", [*CLI, "analyze", file, "--format", "json"], GOAL_RATIO),
+        Command("analyze --format json --output", [*CLI, "analyze", file, "--format", "json", "-o", out], GOAL_RATIO),
+        Command("analyze (text report) > FILE", [*CLI, "analyze", file, "--no-progress"], GOAL_RATIO),
+        Command("export --format speedscope", [*CLI, "export", file, "--format", "speedscope", "-o", out], GOAL_RATIO),
+        Command(
+            "report --summary-json",
+            [*CLI, "report", file, "--html", out + ".html", "--summary-json", out, "--no-progress"],
+            GOAL_RATIO,
+        ),
+        Command(
+            "report --html", [*CLI, "report", file, "--html", out + ".html", "--no-progress"], GOAL_RATIO_SLOW, False
+        ),
+        Command("diff FILE FILE", [*CLI, "diff", file, file, "--no-progress"], GOAL_RATIO_SLOW, False, loads=2),
+    ]
+
+
+def timed(argv: list[str], stdout_path: Path) -> tuple[float, float]:
+    """Wall time of ``argv`` (standard output to ``stdout_path``) and its peak resident memory (MB)."""
+    with stdout_path.open("wb") as stdout:
+        started = time.perf_counter()
+        process = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(process.pid, 0)
+        elapsed = time.perf_counter() - started
+    errors = process.stderr.read().decode(errors="replace") if process.stderr else ""
+    if process.stderr:
+        process.stderr.close()
+    # diff exits 3 when it finds a regression; every exit above that, or a signal, is a failure.
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) not in (0, 3):
+        raise SystemExit(f"{' '.join(argv)} failed ({status}): {errors[-2000:]}")
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def _figures(runs: list[tuple[float, float]]) -> tuple[float, float, float]:
+    seconds = [s for s, _ in runs]
+    return min(seconds), statistics.median(seconds), statistics.median(mb for _, mb in runs)
+
+
+def run(span_target: int, repeat: int, variant: str, content: bool, work: Path) -> list[dict[str, Any]]:
+    path = work / f"{variant}.json"
+    # Written by a child: this process must stay small. Linux starts a forked child's peak RSS
+    # (ru_maxrss) at its parent's, so a parent holding the generated spans would floor every figure.
+    written = subprocess.run(
+        [sys.executable, __file__, "--write-export", str(path), "--spans", str(span_target), "--variant", variant]
+        + (["--content"] if content else []),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    spans = int(written.stdout)
+    size_mb = path.stat().st_size / 1e6
+    stdout = work / "stdout"
+    todo = commands(path, work)
+    loads = sorted({command.loads for command in todo})
+    baseline_runs: dict[int, list[tuple[float, float]]] = {n: [] for n in loads}
+    command_runs: dict[str, list[tuple[float, float]]] = {command.label: [] for command in todo}
+    timed([sys.executable, "-c", BASELINE, str(path)], stdout)  # warm-up: the file into the page cache
+    for _ in range(repeat):
+        for n in loads:
+            baseline_runs[n].append(timed([sys.executable, "-c", BASELINE, *[str(path)] * n], stdout))
+        for command in todo:
+            command_runs[command.label].append(timed(command.argv, stdout))
+
+    kind = f"{variant}{', with prompt/completion content' if content else ''}"
+    print(f"\n{spans:,} spans, {size_mb:.1f} MB of OTLP JSON ({kind}); min / median of {repeat} runs")
+    base_min, base_median, base_mb = _figures(baseline_runs[1])
+    print(
+        f"  {'json.load (baseline)':34} {base_min:6.2f} / {base_median:6.2f} s"
+        f"  {spans / base_min:>9,.0f} / {spans / base_median:>9,.0f} spans/s  peak {base_mb:,.0f} MB"
+    )
+    results = []
+    for command in todo:
+        low, median, mb = _figures(command_runs[command.label])
+        b_low, b_median, b_mb = _figures(baseline_runs[command.loads])
+        ratio_min, ratio_median, memory = low / b_low, median / b_median, mb / b_mb
+        rate_min, rate_median = spans / low, spans / median
+        missed = []
+        if ratio_median >= command.goal_ratio:
+            missed.append(f"time >= {command.goal_ratio:g}x")
+        if command.throughput_goal and rate_median < GOAL_SPANS_PER_S:
+            missed.append(f"< {GOAL_SPANS_PER_S:,} spans/s")
+        if memory > GOAL_MEMORY_RATIO:
+            missed.append("memory above json.load's")
+        verdict = "goals met" if not missed else "goal missed: " + ", ".join(missed)
+        print(
+            f"  {command.label:34} {low:6.2f} / {median:6.2f} s = {ratio_min:.2f}x / {ratio_median:.2f}x"
+            f"  {rate_min:>9,.0f} / {rate_median:>9,.0f} spans/s  peak {mb:,.0f} MB = {memory:.2f}x  {verdict}"
+        )
+        results.append({"command": command.label, "ratio": ratio_median, "memory": memory, "met": not missed})
+    path.unlink()
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spans", type=int, default=200_000, help="spans per export (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each command (default: %(default)s)")
+    parser.add_argument("--variant", choices=("lean", "heavy", "both"), default="both", help="which export")
+    parser.add_argument("--content", action="store_true", help="heavy export: with prompt and completion text")
+    parser.add_argument("--write-export", metavar="PATH", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.write_export:
+        print(write_export(Path(args.write_export), args.spans, args.variant, args.content))
+        return 0
+    variants = ["lean", "heavy"] if args.variant == "both" else [args.variant]
+    print(f"goals: >= {GOAL_SPANS_PER_S:,} spans/s and < {GOAL_RATIO:g}x json.load (report --html, diff: ", end="")
+    print(f"< {GOAL_RATIO_SLOW:g}x); peak memory <= json.load's; time ratios are min / median")
+    print("baseline: a Python process running json.load on the file, garbage collector on (Python's default)")
+    with tempfile.TemporaryDirectory() as workdir:
+        for variant in variants:
+            run(args.spans, args.repeat, variant, args.content and variant == "heavy", Path(workdir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

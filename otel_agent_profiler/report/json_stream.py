@@ -1,0 +1,70 @@
+"""Writing large JSON documents a piece at a time, with a fast encoder.
+
+``json.dumps(document, indent=2)`` over 200,000 spans falls back to the pure-Python encoder and
+takes several times as long as reading the input; it also needs the whole document, and its text,
+in memory at once. Here each piece (one trace, say) is encoded by msgspec, indented by
+``msgspec.json.format`` and written out before the next one is built. The text is what
+``json.dumps(document, indent=2)`` writes, except that non-ASCII characters are written as UTF-8
+rather than ``\\uXXXX`` escapes and a few floats are spelled differently (``0.00001`` for
+``1e-05``); parsed back, the documents are equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, BinaryIO
+
+import msgspec
+
+_encode = msgspec.json.Encoder().encode
+
+
+def pretty(value: Any, depth: int = 0) -> bytes:
+    """``value`` as JSON indented by two spaces, as if nested ``depth`` levels deep in a document.
+
+    The first line carries no indentation (it follows a key or a list's own indentation).
+    """
+    text = msgspec.json.format(_encode(value), indent=2)
+    # JSON strings hold no raw newline (it is escaped), so every newline is a line break.
+    return text.replace(b"\n", b"\n" + b"  " * depth) if depth else text
+
+
+def write_document(out: BinaryIO, streamed_key: str, items: Iterable[Any], rest: dict[str, Any]) -> None:
+    """Write ``{streamed_key: [*items], **rest}`` to ``out``, indented by two spaces, then a newline.
+
+    ``items`` is consumed one at a time and each item is written before the next is asked for, so
+    a generator that builds them keeps one item in memory, not the whole list.
+    """
+    out.write(b'{\n  "' + streamed_key.encode("ascii") + b'": [')
+    separator = b"\n    "
+    empty = True
+    for item in items:
+        out.write(separator)
+        out.write(pretty(item, 2))
+        separator = b",\n    "
+        empty = False
+    out.write(b"]" if empty else b"\n  ]")
+    for key, value in rest.items():
+        out.write(b",\n  " + _encode(key) + b": " + pretty(value, 1))
+    out.write(b"\n}\n")
+
+
+def write_compact_document(out: BinaryIO, document: dict[str, Any], streamed_key: str) -> None:
+    """Write ``document`` to ``out`` as compact JSON and a newline, ``document[streamed_key]`` an iterable.
+
+    The bytes are ``msgspec.json.encode(document) + b"\\n"`` had the iterable been a list; its items
+    are encoded and written one at a time.
+    """
+    opening = b"{"
+    for key, value in document.items():
+        out.write(opening + _encode(key) + b":")
+        opening = b","
+        if key != streamed_key:
+            out.write(_encode(value))
+            continue
+        separator = b"["
+        for item in value:
+            out.write(separator + _encode(item))
+            separator = b","
+        out.write(b"[]" if separator == b"[" else b"]")
+    out.write(b"{}\n" if opening == b"{" else b"}\n")
