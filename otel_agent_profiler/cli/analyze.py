@@ -10,7 +10,7 @@ from typing import Any
 from ..core import TraceProfile, trace_to_dict
 from ..core.findings import Finding, WhatIfProjection, combined_projection, find_all
 from ..offline import cyclic_gc_paused, load_profiles
-from ..report import render_traces
+from ..report.cross_trace import DEFAULT_TOP, MANY_TRACES, render_many_traces
 from ..report.json_stream import write_document
 from ..report.progress import Progress, progress_enabled
 from ..report.text import can_draw
@@ -29,7 +29,10 @@ HELP = "profile the traces in exported trace files"
 DESCRIPTION = (
     "Profile every trace in the given files: self time, critical path and time per category "
     "and operation. Reads OTLP JSON (one document, or JSON Lines as the Collector's file "
-    "exporter writes them), Jaeger JSON exports and ATIF trajectories; the format is detected. A file that "
+    "exporter writes them), Jaeger JSON exports and ATIF trajectories; the format is detected. With more than "
+    f"{MANY_TRACES} traces the text report opens with a summary across them (durations, categories, top "
+    "operations, findings with the number of traces they occur in), then shows the slowest traces in detail. "
+    "A file that "
     "cannot be read is reported on standard error and the others are still analysed; the "
     f"exit code is then {EXIT_BAD_INPUT}. {budgets.EXIT_CODES_HELP}"
 )
@@ -47,6 +50,22 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
         default=60,
         metavar="N",
         help="text format: spans shown per trace in the span tree (default: %(default)s)",
+    )
+    shown = analyze.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--top",
+        type=arguments.non_negative_int,
+        default=DEFAULT_TOP,
+        metavar="N",
+        help=(
+            f"text format, more than {MANY_TRACES} traces: after the cross-trace summary, show the N slowest "
+            "traces in detail (default: %(default)s)"
+        ),
+    )
+    shown.add_argument(
+        "--all",
+        action="store_true",
+        help="text format: after the cross-trace summary, show every trace in detail, in input order",
     )
     analyze.add_argument("--ascii", action="store_true", help="text format: draw with ASCII characters only")
     arguments.add_prices_option(analyze)
@@ -149,7 +168,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         stream = sys.stdout if args.output is None else None
         ascii_only = args.ascii or (stream is not None and not can_draw(stream))
-        report = render_traces(profiles, max_spans=args.max_spans, ascii_only=ascii_only, findings=findings)
+        report = render_many_traces(
+            profiles,
+            top=None if args.all else args.top,
+            max_spans=args.max_spans,
+            ascii_only=ascii_only,
+            findings=findings,
+        )
         if args.prefix_cache:
             report += _prefix_cache_text(_prefix_candidates(profiles))
         report += budgets.what_if_text(profiles, args.what_if, projected)

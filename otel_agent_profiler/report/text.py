@@ -237,10 +237,17 @@ def render_traces(
     max_spans: int = 60,
     ascii_only: bool = False,
     findings: Mapping[str, Sequence[Finding]] | None = None,
+    max_findings: int = 5,
 ) -> str:
-    """The text report of several traces, separated by a rule; ``findings`` by trace id."""
+    """The text report of several traces, separated by a rule; ``findings`` by trace id, ``max_findings`` each."""
     rule = "\n" + (ASCII if ascii_only else UNICODE).rule * WIDTH + "\n\n"
     return rule.join(
-        render_trace(p, max_spans=max_spans, ascii_only=ascii_only, findings=(findings or {}).get(p.trace_id, ()))
+        render_trace(
+            p,
+            max_spans=max_spans,
+            ascii_only=ascii_only,
+            findings=(findings or {}).get(p.trace_id, ()),
+            max_findings=max_findings,
+        )
         for p in profiles
     )

@@ -1,0 +1,318 @@
+"""The text report of many traces: one cross-trace summary, then the slowest traces in detail.
+
+A file of thousands of traces printed in full is too long to read (hundreds of thousands of
+lines); what a reader wants first is what is typical and what keeps coming back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..core.categories import CATEGORIES
+from ..core.findings import (
+    BOTTLENECK,
+    BUDGET_EXCEEDED,
+    KINDS,
+    LARGE_PROMPT,
+    LLM_GAPS,
+    LLM_TIMING,
+    PARALLELIZABLE,
+    PREFIX_CACHE,
+    REPEATED_TOOL_CALL,
+    SEQUENTIAL_LLM_CHAIN,
+    SLOW_TOOL,
+    TOKEN_PROFILE,
+    WHAT_IF,
+    Finding,
+)
+from ..core.profile import TraceProfile
+from ..core.units import format_duration, format_usd, plural
+from .text import ASCII, UNICODE, WIDTH, Glyphs, _cut, _paragraph, _share, render_traces
+
+#: With more traces than this, the report opens with the cross-trace summary.
+MANY_TRACES = 3
+#: Traces shown in detail after the summary unless told otherwise (``--top``).
+DEFAULT_TOP = 3
+_TOP_OPERATIONS = 10
+_TOP_FINDINGS = 10
+#: Kinds whose spans differ from trace to trace without meaning anything: grouped by kind alone.
+_BY_KIND_ONLY = frozenset({PREFIX_CACHE, TOKEN_PROFILE, LLM_TIMING, LLM_GAPS})
+#: Kinds about one model or tool: grouped by it.
+_ABOUT_AN_OPERATION = frozenset({BOTTLENECK, SLOW_TOOL, LARGE_PROMPT, REPEATED_TOOL_CALL})
+_WITH_SAVING = 6
+_FINDINGS_PER_TRACE = 3
+_WITHOUT_SAVING = 4
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The ``fraction`` percentile of ``values``, interpolated between the two nearest ranks (as numpy does)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * fraction
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _header(profiles: Sequence[TraceProfile], glyphs: Glyphs) -> list[str]:
+    durations = [profile.duration_ns for profile in profiles]
+    facts = [plural(len(profiles), "trace"), plural(sum(p.span_count for p in profiles), "span")]
+    llm_calls = sum(profile.llm_calls for profile in profiles)
+    if llm_calls:
+        facts.append(plural(llm_calls, "LLM call"))
+    tokens = sum(profile.tokens.total for profile in profiles)
+    if tokens:
+        facts.append(plural(tokens, "token"))
+    costs = [profile.cost_usd for profile in profiles if profile.cost_usd is not None]
+    if costs:
+        facts.append(format_usd(sum(costs)))
+    spread = [f"{name} {format_duration(percentile(durations, q))}" for name, q in (("p50", 0.5), ("p90", 0.9))]
+    spread += [f"p99 {format_duration(percentile(durations, 0.99))}", f"longest {format_duration(max(durations))}"]
+    return [
+        f" {glyphs.separator} ".join(facts),
+        "  duration " + f" {glyphs.separator} ".join(spread),
+    ]
+
+
+def _category_table(profiles: Sequence[TraceProfile], glyphs: Glyphs) -> list[str]:
+    critical = sum(profile.critical_path_ns for profile in profiles)
+    lines = [
+        "",
+        f"Where the time went across traces (critical path {format_duration(critical)} in all)",
+        f"  {'category':<10} {'traces':>6} {'crit. path':>10} {'share':>6} {'p50':>8} {'p90':>8}",
+    ]
+    for name in CATEGORIES:
+        per_trace = [
+            profile.categories[name].critical_path_ns
+            for profile in profiles
+            if profile.categories[name].count or profile.categories[name].critical_path_ns
+        ]
+        if not per_trace:
+            continue
+        total = sum(per_trace)
+        bar = glyphs.on_path * round(20 * total / critical) if critical else ""
+        row = (
+            f"  {name:<10} {len(per_trace):>6} {format_duration(total):>10} {_share(total, critical)} "
+            f"{format_duration(percentile(per_trace, 0.5)):>8} {format_duration(percentile(per_trace, 0.9)):>8} {bar}"
+        )
+        lines.append(row.rstrip())
+    lines.append("  (p50, p90: a trace's critical-path time in the category, over the traces that have it)")
+    return lines
+
+
+def _operations_table(profiles: Sequence[TraceProfile], glyphs: Glyphs) -> list[str]:
+    critical = sum(profile.critical_path_ns for profile in profiles)
+    per_operation: dict[tuple[str, str], list[int]] = {}
+    for profile in profiles:
+        for key, stats in profile.operations.items():
+            per_operation.setdefault(key, []).append(stats.critical_path_ns)
+    ranked = sorted(per_operation.items(), key=lambda item: (-sum(item[1]), -len(item[1]), item[0]))
+    lines = [
+        "",
+        "Top operations across traces by critical-path time",
+        f"  {'operation':<24} {'category':<9} {'traces':>6} {'crit. path':>10} {'share':>6} {'p50':>7} {'p90':>7}",
+    ]
+    for (category, operation), per_trace in ranked[:_TOP_OPERATIONS]:
+        total = sum(per_trace)
+        lines.append(
+            f"  {_cut(operation, 24, glyphs):<24} {category:<9} {len(per_trace):>6} {format_duration(total):>10} "
+            f"{_share(total, critical)} {format_duration(percentile(per_trace, 0.5)):>7} "
+            f"{format_duration(percentile(per_trace, 0.9)):>7}"
+        )
+    if len(ranked) > _TOP_OPERATIONS:
+        lines.append(f"  {glyphs.ellipsis} {plural(len(ranked) - _TOP_OPERATIONS, 'more operation')}")
+    return lines
+
+
+@dataclass(slots=True)
+class _Group:
+    """Findings of one kind about the same operation or span names, in several traces."""
+
+    kind: str
+    subject: tuple[str, ...]
+    #: The group's saving in each trace it appears in, by trace id.
+    savings: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_ns(self) -> int:
+        return sum(self.savings.values())
+
+
+def _subject(finding: Finding) -> tuple[str, ...]:
+    if finding.kind in _BY_KIND_ONLY:
+        return ()
+    if finding.kind == BUDGET_EXCEEDED:
+        return tuple(str(finding.evidence.get(key) or "") for key in ("budget", "category"))
+    if finding.operation and finding.kind in _ABOUT_AN_OPERATION:
+        return (finding.operation, finding.category or "")
+    return tuple(sorted({str(place.get("name")) for place in finding.where if place.get("name")}))
+
+
+def aggregate_findings(findings: Mapping[str, Sequence[Finding]]) -> list[_Group]:
+    """Every trace's findings grouped by kind and by what they are about, the largest total saving first."""
+    groups: dict[tuple[str, tuple[str, ...]], _Group] = {}
+    for trace_id, found in findings.items():
+        for finding in found:
+            key = (finding.kind, _subject(finding))
+            group = groups.get(key) or groups.setdefault(key, _Group(*key))
+            group.savings[trace_id] = group.savings.get(trace_id, 0) + max(0, finding.saving_ns)
+    order = {kind: number for number, kind in enumerate(KINDS)}
+    return sorted(
+        groups.values(),
+        key=lambda g: (
+            g.kind != BUDGET_EXCEEDED,
+            -g.total_ns,
+            -len(g.savings),
+            order.get(g.kind, len(order)),
+            g.subject,
+        ),
+    )
+
+
+def _names(names: Sequence[str]) -> str:
+    shown = [f"'{name}'" for name in names[:4]]
+    if len(names) > 4:
+        shown.append(f"{len(names) - 4} more")
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
+def _what(group: _Group) -> str:
+    """What the group's findings say, as the end of a sentence that starts "In 18 of 20 traces, "."""
+    kind, subject = group.kind, group.subject
+    if kind == BUDGET_EXCEEDED:
+        budget, category = subject
+        return f"the {category + ' ' if category else ''}{budget.replace('_', ' ')} budget was exceeded"
+    if kind in _ABOUT_AN_OPERATION and len(subject) == 2:
+        operation, category = subject
+        calls = f"the {operation} tool calls" if category == "tool" else f"the {operation} calls"
+        return {
+            BOTTLENECK: f"{calls} held much of the critical path",
+            SLOW_TOOL: f"{calls} were slow",
+            LARGE_PROMPT: f"{calls} sent prompts that fill much of the context window",
+            REPEATED_TOOL_CALL: f"{calls} were repeated with the same arguments",
+        }[kind]
+    named = _names(subject) if subject else "spans"
+    sentences = {
+        SEQUENTIAL_LLM_CHAIN: f"the LLM calls {named} ran one after another",
+        PARALLELIZABLE: (
+            f"{'calls of ' if len(subject) == 1 else ''}{named} ran one after another "
+            "though nothing made them wait for each other"
+        ),
+        WHAT_IF: f"a what-if about {named} shortened the trace",
+        LLM_TIMING: "streaming LLM calls spent much of their time waiting for the first token",
+        LLM_GAPS: "time passed between consecutive LLM calls",
+        PREFIX_CACHE: "the provider's prefix cache served part of the input tokens",
+        TOKEN_PROFILE: "the token use of the trace was worth a look",
+    }
+    return sentences.get(kind, f"a {kind.replace('_', ' ')} finding was about {named}")
+
+
+def _sentence(group: _Group, traces: int) -> str:
+    count = len(group.savings)
+    share = f"all {plural(traces, 'trace')}" if count == traces else f"{count:,} of {plural(traces, 'trace')}"
+    sentence = f"In {share}, {_what(group)}"
+    savings = list(group.savings.values())
+    if group.total_ns <= 0:
+        return sentence + "."
+    if group.kind == BOTTLENECK:
+        # A bottleneck's saving is all of its time: what it holds, not what a change would save.
+        if len(savings) == 1:
+            return sentence + f": {format_duration(group.total_ns)}."
+        return (
+            sentence + f": a median of {format_duration(percentile(savings, 0.5))} per trace, "
+            f"{format_duration(group.total_ns)} in all."
+        )
+    if len(savings) == 1:
+        return sentence + f"; saving {format_duration(group.total_ns)}."
+    return (
+        sentence + f"; median saving {format_duration(percentile(savings, 0.5))}, "
+        f"{format_duration(group.total_ns)} in all."
+    )
+
+
+def _findings_section(
+    profiles: Sequence[TraceProfile], findings: Mapping[str, Sequence[Finding]], glyphs: Glyphs
+) -> list[str]:
+    groups = aggregate_findings(findings)
+    if not groups:
+        return []
+    saving = [group for group in groups if group.total_ns > 0 or group.kind == BUDGET_EXCEEDED]
+    # Findings that save no time are listed by how many traces they occur in.
+    other = sorted((group for group in groups if group not in saving), key=lambda g: -len(g.savings))
+    lines = ["", "What to change across traces (the largest total saving first)"]
+    for number, group in enumerate(saving[:_WITH_SAVING], 1):
+        lines += _paragraph(_sentence(group, len(profiles)), f"  {number:>2}. ", "      ", glyphs)
+    if len(saving) > _WITH_SAVING:
+        lines.append(f"  {glyphs.ellipsis} {plural(len(saving) - _WITH_SAVING, 'more finding')} with a saving")
+    if other:
+        lines += ["", "Also found, without an estimated saving (in the most traces first)"]
+        for group in other[:_WITHOUT_SAVING]:
+            lines += _paragraph(_sentence(group, len(profiles)), "  - ", "    ", glyphs)
+        if len(other) > _WITHOUT_SAVING:
+            lines.append(f"  {glyphs.ellipsis} {plural(len(other) - _WITHOUT_SAVING, 'more finding')}")
+    return lines
+
+
+def cross_trace_summary(
+    profiles: Sequence[TraceProfile],
+    findings: Mapping[str, Sequence[Finding]] | None = None,
+    *,
+    ascii_only: bool = False,
+) -> str:
+    """The summary of many traces: durations, categories, top operations and findings aggregated across traces.
+
+    Args:
+        profiles: The traces; at least one.
+        findings: Each trace's findings (``core.findings.find_all``) by trace id; none are listed without them.
+        ascii_only: Draw with ASCII characters only.
+    """
+    glyphs = ASCII if ascii_only else UNICODE
+    lines = _header(profiles, glyphs)
+    lines += _category_table(profiles, glyphs)
+    lines += _operations_table(profiles, glyphs)
+    if findings:
+        lines += _findings_section(profiles, findings, glyphs)
+    return "\n".join(lines) + "\n"
+
+
+def render_many_traces(
+    profiles: Sequence[TraceProfile],
+    *,
+    top: int | None = DEFAULT_TOP,
+    max_spans: int = 60,
+    ascii_only: bool = False,
+    findings: Mapping[str, Sequence[Finding]] | None = None,
+) -> str:
+    """The text report of many traces: the cross-trace summary, then the ``top`` slowest traces in detail.
+
+    With ``MANY_TRACES`` traces or fewer, every trace in detail as ``render_traces`` writes them.
+
+    Args:
+        profiles: The traces.
+        top: How many of the slowest traces to show in detail; ``None`` for every trace, in input order.
+        max_spans: Spans shown per trace in the span tree.
+        ascii_only: Draw with ASCII characters only.
+        findings: Each trace's findings by trace id.
+    """
+    if len(profiles) <= MANY_TRACES:
+        return render_traces(profiles, max_spans=max_spans, ascii_only=ascii_only, findings=findings)
+    glyphs = ASCII if ascii_only else UNICODE
+    if top is None:
+        shown = list(profiles)
+        heading = f"All {plural(len(shown), 'trace')} in detail"
+    else:
+        shown = sorted(profiles, key=lambda profile: (-profile.duration_ns, profile.trace_id))[:top]
+        slowest = "The slowest trace" if len(shown) == 1 else f"The {plural(len(shown), 'slowest trace')}"
+        heading = f"{slowest} in detail (--top N shows more, --all every trace)"
+    summary = cross_trace_summary(profiles, findings, ascii_only=ascii_only)
+    rule = glyphs.rule * WIDTH
+    if not shown:
+        return summary
+    # The summary has ranked the findings across traces: fewer of each trace's own keep the report short.
+    detail = render_traces(
+        shown, max_spans=max_spans, ascii_only=ascii_only, findings=findings, max_findings=_FINDINGS_PER_TRACE
+    )
+    return f"{summary}\n{heading}\n{rule}\n\n{detail}"
