@@ -99,7 +99,7 @@ def _category_table(profiles: Sequence[TraceProfile], glyphs: Glyphs) -> list[st
             f"{format_duration(percentile(per_trace, 0.5)):>8} {format_duration(percentile(per_trace, 0.9)):>8} {bar}"
         )
         lines.append(row.rstrip())
-    lines.append("  (p50, p90: a trace's critical-path time in the category, over the traces that have it)")
+    lines.append("  (p50, p90: a trace's time in the category, over the traces that have it)")
     return lines
 
 
