@@ -177,9 +177,9 @@ def test_a_meter_provider_that_raises_costs_the_metrics_only(never_raise: None, 
 # -- 3. one failing trace ---------------------------------------------------------------------------
 
 
-def test_one_trace_failing_inside_the_worker_costs_no_other_trace(
-    never_raise: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def one_step_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first profile's release (an internal step after the export) raises."""
     failures = iter([True])
     original = TraceProfile.release
 
@@ -189,6 +189,9 @@ def test_one_trace_failing_inside_the_worker_costs_no_other_trace(
         original(self)
 
     monkeypatch.setattr(TraceProfile, "release", release_failing_once)
+
+
+def test_one_trace_failing_inside_the_worker_costs_no_other_trace(never_raise: None, one_step_fails: None) -> None:
     exporter = CountingExporter()
     provider = TracerProvider()
     profiler = AgentProfilerSpanProcessor(exporter, metrics_enabled=False)
@@ -207,18 +210,7 @@ def test_one_trace_failing_inside_the_worker_costs_no_other_trace(
     assert exporter.delivered == 300
 
 
-def test_one_trace_failing_in_the_final_drain_costs_no_other_trace(
-    never_raise: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    failures = iter([True])
-    original = TraceProfile.release
-
-    def release_failing_once(self: TraceProfile) -> None:
-        if next(failures, False):
-            raise RuntimeError("an internal step failed")
-        original(self)
-
-    monkeypatch.setattr(TraceProfile, "release", release_failing_once)
+def test_one_trace_failing_in_the_final_drain_costs_no_other_trace(never_raise: None, one_step_fails: None) -> None:
     exporter = CountingExporter()
     provider = TracerProvider()
     provider.add_span_processor(AgentProfilerSpanProcessor(exporter, metrics_enabled=False, trace_timeout_s=60))

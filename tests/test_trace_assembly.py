@@ -508,3 +508,11 @@ def test_remembered_trace_ids_are_bounded() -> None:
 def test_bad_settings_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         serve_assembly(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_byte_limit_needs_the_oldest_traces_to_make_room() -> None:
+    with pytest.raises(ValueError, match="EVICT_OLDEST"):
+        TraceAssembly(
+            10, 10, idle_timeout_s=1, complete_at_local_root=False, at_trace_cap=REFUSE_NEW,
+            at_span_cap=REFUSE_SPAN, max_bytes=1000,
+        )  # fmt: skip

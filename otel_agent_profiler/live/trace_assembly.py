@@ -13,10 +13,9 @@ completes and in what a cap does, and those are the constructor's parameters:
 * at ``max_spans_per_trace``: ``RELEASE_TRACE`` pushes the whole trace out, ``REFUSE_SPAN`` refuses
   the new span only. Spans seen starting and not yet ended count too, so spans that never end
   cannot grow a trace without limit;
-* at ``max_bytes`` (the estimated size of everything held, given per span by the caller): with
-  ``EVICT_OLDEST`` the oldest traces are pushed out until the rest fits, with ``REFUSE_NEW`` the new
-  span is refused. Counts alone do not bound memory: one trace of large prompts weighs as much
-  as thousands of small ones.
+* at ``max_bytes`` (the estimated size of everything held, given per span by the caller; with
+  ``EVICT_OLDEST`` only): the oldest traces are pushed out until the rest fits. Counts alone do not
+  bound memory: one trace of large prompts weighs as much as thousands of small ones.
 
 Thread-safe, with O(1) work per span under one short lock. Spans are opaque here: anything with a
 trace id (and, for the processor, a span id).
@@ -43,7 +42,7 @@ LATE = "unprofiled_late"
 ERROR = "unprofiled_error"
 #: A flush or shutdown ran out of time before profiling their trace:
 FLUSH_TIMEOUT = "unprofiled_flush_timeout"
-#: The memory limit (``max_bytes``) pushed them out (or refused them):
+#: The memory limit (``max_bytes``) pushed them out:
 MEMORY_CAP = "unprofiled_memory_cap"
 
 #: What one open span id costs while it is held (a set entry and the int), in bytes.
@@ -120,7 +119,7 @@ class TraceAssembly(Generic[SpanT]):
         at_trace_cap: ``EVICT_OLDEST`` or ``REFUSE_NEW``.
         at_span_cap: ``RELEASE_TRACE`` or ``REFUSE_SPAN``.
         max_bytes: estimated bytes held at most (span sizes as given to ``span_ended``, plus
-            ``OPEN_SPAN_BYTES`` per open span); None for no limit.
+            ``OPEN_SPAN_BYTES`` per open span); None for no limit. Only with ``EVICT_OLDEST``.
         remembered_traces: how many released trace ids are remembered to recognise their later
             spans; by default ``max(1024, 8 * max_traces)``.
         clock: seconds, monotonic; tests drive time by hand.
@@ -146,8 +145,10 @@ class TraceAssembly(Generic[SpanT]):
             raise ValueError("idle_timeout_s must not be negative")
         if max_traces < 1 or max_spans_per_trace < 1:
             raise ValueError("max_traces and max_spans_per_trace must be at least 1")
-        if max_bytes is not None and max_bytes < 1:
-            raise ValueError("max_bytes must be at least 1")
+        if max_bytes is not None and (max_bytes < 1 or at_trace_cap != EVICT_OLDEST):
+            # serve (REFUSE_NEW) bounds its memory before it takes a request, where a sender can
+            # still be told to retry; here, only the oldest traces can make room.
+            raise ValueError("max_bytes must be at least 1, and needs at_trace_cap=EVICT_OLDEST")
         if at_trace_cap not in (EVICT_OLDEST, REFUSE_NEW) or at_span_cap not in (RELEASE_TRACE, REFUSE_SPAN):
             raise ValueError(f"unknown cap policy: {at_trace_cap!r}, {at_span_cap!r}")
         self.max_traces = max_traces
@@ -255,9 +256,6 @@ class TraceAssembly(Generic[SpanT]):
                 passthrough.append(Passthrough(SPAN_CAP, [*state.spans, span], state.span_bytes + size))
                 return passthrough, False
             if self.max_bytes is not None and self._held_bytes + size > self.max_bytes:
-                if not self._evict_oldest:
-                    passthrough.append(self._refuse(MEMORY_CAP, span, size))
-                    return passthrough, False
                 self._shed_bytes(trace_id, passthrough, size)
                 if trace_id not in self._in_flight:
                     # Its own trace had to go: this span follows it out.

@@ -134,7 +134,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         )
         # Spans a cap pushed out, for the worker to export, with their estimated bytes. They count
         # against max_buffer_bytes with what is held; past it, on_end exports them itself.
-        self._pushed_out: deque[tuple[Passthrough[ReadableSpan], int]] = deque()
+        self._pushed_out: deque[Passthrough[ReadableSpan]] = deque()
         self._pushed_out_bytes = 0
         # Spans the exporting processors could not take (LOST_DOWNSTREAM_FULL), and when it was last logged.
         self._lost = 0
@@ -229,10 +229,11 @@ class AgentProfilerSpanProcessor(SpanProcessor):
 
     def _hand_to_worker(self, group: Passthrough[ReadableSpan]) -> None:
         """Have the worker export ``group`` (counted as ``group.reason`` unless that is empty)."""
-        size = group.size or sum(map(span_size, group.spans))
-        if not self._stopping and self.held_bytes + size <= self.config.max_buffer_bytes:
-            self._pushed_out_bytes += size
-            self._pushed_out.append((group, size))
+        if not group.size:
+            group.size = sum(map(span_size, group.spans))
+        if not self._stopping and self.held_bytes + group.size <= self.config.max_buffer_bytes:
+            self._pushed_out_bytes += group.size
+            self._pushed_out.append(group)
             if self._stopping:
                 # Shutdown may have drained the queue already: nobody else will export these.
                 self._export_pushed_out(give_up_at=time.monotonic())
@@ -425,7 +426,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         # thread at shutdown drain the queue at the same time.
         while True:
             try:
-                group, size = self._pushed_out.popleft()
+                group = self._pushed_out.popleft()
             except IndexError:
                 return
             try:
@@ -433,7 +434,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             except Exception:
                 report_internal_error("worker")
             finally:
-                self._pushed_out_bytes -= size
+                self._pushed_out_bytes -= group.size
 
     def _log_lost(self, *, final: bool) -> None:
         new = self._lost - self._lost_logged
