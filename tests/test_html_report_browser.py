@@ -151,3 +151,23 @@ def test_clicking_a_finding_outlines_its_spans(report: tuple[Path, list[TracePro
     # Once in the waterfall, once in the flame chart.
     assert sorted(outlined) == sorted(first["span_ids"] * 2)
     assert '<tr class="finding active"' in dom
+
+
+def test_a_finding_about_many_spans_links_six_and_counts_the_rest(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from agent_traces import generate_runs, otlp_document
+
+    spans = [span for run in generate_runs(20, seed=3) for span in run]
+    trace_file = tmp_path / "runs.json"
+    trace_file.write_text(json.dumps(otlp_document(spans)), encoding="utf-8")
+    out = tmp_path / "report.html"
+    from otel_agent_profiler.cli import main
+
+    assert main(["report", str(trace_file), "--html", str(out), "--no-progress"]) == 0
+    dom = _dump_dom(out.as_uri())
+    wheres = re.findall(r'<div class="where">(.*?)</div>', dom, re.S)
+    assert wheres, "no finding names its spans"
+    # Seven are shown whole (six and "1 more span" says no less); past that, six and a count.
+    assert max(where.count('class="span-link"') for where in wheres) <= 7
+    cut = [where for where in wheres if re.search(r"and \d+ more spans \(click the finding to outline all\)", where)]
+    assert cut and all(where.count('class="span-link"') == 6 for where in cut)

@@ -314,8 +314,11 @@ JS = r"""
       html("div", "finding-title", f.title, text);
       if (f.where && f.where.length) {
         var at = html("div", "where", "Where: ", text);
-        f.where.forEach(function (w, i) {
-          if (i) { at.appendChild(document.createTextNode(i === f.where.length - 1 ? " and " : ", ")); }
+        // Six links at most, as the text report lists four: a click on the finding outlines them all.
+        var shown = f.where.length > 7 ? f.where.slice(0, 6) : f.where;
+        var hidden = f.where.length - shown.length;
+        shown.forEach(function (w, i) {
+          if (i) { at.appendChild(document.createTextNode(i === shown.length - 1 && !hidden ? " and " : ", ")); }
           var link = html("a", "span-link", w[0], at);
           link.href = "#span-" + w[1];
           link.setAttribute("data-span-id", w[1]);
@@ -324,6 +327,9 @@ JS = r"""
             e.preventDefault(); e.stopPropagation(); highlight(tr, [w[1]], true);
           });
         });
+        if (hidden) {
+          at.appendChild(document.createTextNode(" and " + plural(hidden, "more span") + " (click the finding to outline all)"));
+        }
       }
       if (f.suggestion) { html("div", "suggestion", "Suggestion: " + f.suggestion, text); }
       if (f.details) {
