@@ -328,7 +328,8 @@ JS = r"""
           });
         });
         if (hidden) {
-          at.appendChild(document.createTextNode(" and " + plural(hidden, "more span") + " (click the finding to outline all)"));
+          var rest = " and " + plural(hidden, "more span") + " (click the finding to outline all)";
+          at.appendChild(document.createTextNode(rest));
         }
       }
       if (f.suggestion) { html("div", "suggestion", "Suggestion: " + f.suggestion, text); }
