@@ -9,11 +9,13 @@ from typing import Any
 
 from ..core import TraceProfile, trace_to_dict
 from ..core.findings import Finding, WhatIfProjection, combined_projection, find_all
+from ..core.pricing import PriceTable
 from ..offline import cyclic_gc_paused, load_profiles
 from ..report.cross_trace import DEFAULT_TOP, MANY_TRACES, render_many_traces
-from ..report.json_stream import write_document
+from ..report.json_stream import Encoded, pretty, write_document
 from ..report.progress import Progress, progress_enabled
 from ..report.text import can_draw
+from ..workers import map_in_order, workers_for
 from . import arguments, budgets
 from .arguments import (
     EXIT_BAD_INPUT,
@@ -70,6 +72,7 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
     analyze.add_argument("--ascii", action="store_true", help="text format: draw with ASCII characters only")
     arguments.add_prices_option(analyze)
     arguments.add_progress_option(analyze)
+    arguments.add_workers_option(analyze)
     analyze.add_argument(
         "--prefix-cache",
         action="store_true",
@@ -111,13 +114,15 @@ def _prefix_cache_text(candidates: list[Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _trace_dicts(
+def _encoded_traces(
     profiles: list[TraceProfile],
     findings: dict[str, list[Finding]] | None,
     projected: Mapping[str, WhatIfProjection],
-) -> Iterator[dict[str, Any]]:
+    workers: int,
+) -> Iterator[Encoded]:
     # One at a time, as they are written: the whole document would take more memory than the profiles.
-    for profile in profiles:
+    def encoded(index: int) -> Encoded:
+        profile = profiles[index]
         trace = trace_to_dict(profile)
         if findings is not None:
             found = findings[profile.trace_id]
@@ -126,7 +131,9 @@ def _trace_dicts(
         what_if = projected.get(profile.trace_id)
         if what_if is not None:
             trace["what_if"] = what_if.to_dict()
-        yield trace
+        return Encoded(pretty(trace, 2))
+
+    return map_in_order(encoded, len(profiles), workers)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,34 +142,42 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     files, prices, folder_problems = inputs
     progress = Progress(progress_enabled(args.progress))
+    # The collector stays paused to the end: the profiles live until then, and it would only
+    # traverse them again and again; what dies on the way (trace dicts, lines) dies young.
     with cyclic_gc_paused():
-        loaded = load_profiles(files, prices=prices, progress=progress, on_error_line=error)
-        profiles = loaded.profiles
-        # Findings cost a projection of the trace each; JSON output for many traces skips them
-        # unless asked for, or a budget is given (its overruns are findings).
-        with_findings = args.findings if args.findings is not None else args.format == "text" or bool(args.budget)
-        findings: dict[str, list[Finding]] | None = None
-        options = budgets.finding_options(args.min_saving, args.budget)
-        if with_findings:
-            findings = {}
-            progress.start("finding", len(profiles))
-            for profile in profiles:
-                findings[profile.trace_id] = find_all(profile, options)
-                progress.advance()
-        projected = budgets.projections(profiles, args.what_if)
+        return _run(args, files, prices, folder_problems, progress)
+
+
+def _run(
+    args: argparse.Namespace, files: list[str], prices: PriceTable, folder_problems: list[str], progress: Progress
+) -> int:
+    loaded = load_profiles(files, prices=prices, progress=progress, on_error_line=error)
+    profiles = loaded.profiles
+    workers = workers_for(args.workers, sum(profile.span_count for profile in profiles))
+    # Findings cost a projection of the trace each; JSON output for many traces skips them
+    # unless asked for, or a budget is given (its overruns are findings).
+    with_findings = args.findings if args.findings is not None else args.format == "text" or bool(args.budget)
+    findings: dict[str, list[Finding]] | None = None
+    options = budgets.finding_options(args.min_saving, args.budget)
+    if with_findings:
+        findings = {}
+        progress.start("finding", len(profiles))
+        found = map_in_order(lambda index: find_all(profiles[index], options), len(profiles), workers)
+        for profile, profile_findings in zip(profiles, found, strict=True):
+            findings[profile.trace_id] = profile_findings
+            progress.advance()
+    projected = budgets.projections(profiles, args.what_if)
     progress.close()
 
     if args.format == "json":
         rest: dict[str, Any] = {"files": loaded.file_dicts()}
         if args.prefix_cache:
             rest["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
-        # Written a trace at a time; the collector stays paused: the trace dicts die young, and
-        # the profiles would only be traversed again and again.
-        with cyclic_gc_paused():
-            written = write_streamed(
-                args.output,
-                lambda out: write_document(out, "traces", _trace_dicts(profiles, findings, projected), rest),
-            )
+        # Written a trace at a time, encoded by the workers.
+        written = write_streamed(
+            args.output,
+            lambda out: write_document(out, "traces", _encoded_traces(profiles, findings, projected, workers), rest),
+        )
         if not written:
             return EXIT_FAILURE
     else:

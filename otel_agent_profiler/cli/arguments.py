@@ -13,6 +13,7 @@ from typing import BinaryIO, TypeVar
 from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, offline_prices, parse_prices
 from ..core.units import plural
 from ..plugin.environment_variables import OTEL_AGENT_PROFILER_PRICES
+from ..workers import MAX_AUTO_WORKERS, MIN_SPANS_FOR_WORKERS
 
 PROG = "otel-agent-profiler"
 EXIT_OK = 0
@@ -181,6 +182,21 @@ def add_min_saving_option(parser: argparse.ArgumentParser) -> None:
         help=(
             "leave out findings that save less than this share of their trace's duration, such as 1%% or 0.01 "
             "(default: 1%%; 0 lists every one)"
+        ),
+    )
+
+
+def add_workers_option(parser: argparse.ArgumentParser) -> None:
+    """``--workers N``: processes for the per-trace work (``workers.workers_for``)."""
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help=(
+            f"processes that profile the traces in parallel (default: one per core for inputs of "
+            f"{MIN_SPANS_FOR_WORKERS:,} spans or more, at most {MAX_AUTO_WORKERS}; 1 for smaller ones). "
+            "Results do not depend on it"
         ),
     )
 

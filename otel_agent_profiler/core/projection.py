@@ -50,7 +50,7 @@ depth of the tree does not matter. It needs the span tree: project before
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 
 from .profile import SpanProfile, TraceProfile
 from .records import SpanKind
@@ -84,6 +84,20 @@ def projected_duration_ns(
     to the first; unknown ids are ignored.
     """
     return _project(profile, factor, independent, None)
+
+
+def projected_duration_scaled_ns(
+    profile: TraceProfile,
+    scales: Mapping[SpanProfile, float],
+    independent: Collection[frozenset[str]] | None = None,
+) -> int:
+    """As :func:`projected_duration_ns`, with the changed spans given as a mapping to their factors.
+
+    Every span not in ``scales`` keeps its own time. Only the changed spans and their ancestors
+    are visited, where a ``factor`` function is asked about every span of the trace: the findings
+    project each trace dozens of times, mostly changing one span or a few.
+    """
+    return _project(profile, None, independent, None, scales)
 
 
 #: A span on a projected critical path, its projected start (from the trace's projected start) and
@@ -124,9 +138,10 @@ _Trail = dict[SpanProfile | None, list[tuple[SpanProfile, int, int]]]
 
 def _project(
     profile: TraceProfile,
-    factor: Factor,
+    factor: Factor | None,
     independent: Collection[frozenset[str]] | None,
     trail: _Trail | None,
+    given: Mapping[SpanProfile, float] | None = None,
 ) -> int:
     group_of = _group_index(independent)
     tree = _tree_of(profile)
@@ -134,9 +149,17 @@ def _project(
     # (clipped) length, so only the changed spans and their ancestors are scheduled again.
     scales: dict[SpanProfile, float] = {}
     affected: set[SpanProfile] = set()
-    for span in profile.spans:
-        scale = factor(span)
+    if factor is not None:
+        changed = [(span, factor(span)) for span in profile.spans]
+    else:
+        # Regrouped spans are scheduled again too; their ids name them.
+        changed = list((given or {}).items())
+        if group_of:
+            changed += [(span, 1.0) for span in profile.spans if span.record.span_id in group_of]
+    for span, scale in changed:
         if scale == 1.0 and span.record.span_id not in group_of:
+            continue
+        if span in scales:
             continue
         scales[span] = _checked(scale, span)
         ancestor: SpanProfile | None = span

@@ -29,18 +29,23 @@ def pretty(value: Any, depth: int = 0) -> bytes:
     return text.replace(b"\n", b"\n" + b"  " * depth) if depth else text
 
 
+class Encoded(bytes):
+    """An item already encoded as ``pretty(item, depth)`` writes it (e.g. by a worker process)."""
+
+
 def write_document(out: BinaryIO, streamed_key: str, items: Iterable[Any], rest: dict[str, Any]) -> None:
     """Write ``{streamed_key: [*items], **rest}`` to ``out``, indented by two spaces, then a newline.
 
     ``items`` is consumed one at a time and each item is written before the next is asked for, so
-    a generator that builds them keeps one item in memory, not the whole list.
+    a generator that builds them keeps one item in memory, not the whole list. An ``Encoded``
+    item is written as it is: it must be ``pretty(item, 2)``.
     """
     out.write(b'{\n  "' + streamed_key.encode("ascii") + b'": [')
     separator = b"\n    "
     empty = True
     for item in items:
         out.write(separator)
-        out.write(pretty(item, 2))
+        out.write(item if isinstance(item, Encoded) else pretty(item, 2))
         separator = b",\n    "
         empty = False
     out.write(b"]" if empty else b"\n  ]")

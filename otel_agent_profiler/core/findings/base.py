@@ -5,14 +5,14 @@ The helpers format durations and shares, label spans and project savings on the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
 from ..categories import LLM
 from ..genai import TokenUsage
 from ..profile import SpanProfile, TraceProfile
-from ..projection import projected_duration_ns
+from ..projection import projected_duration_scaled_ns
 from ..units import format_duration as format_duration  # findings write durations as the reports do
 
 JSONValue = Union[str, int, float, bool, None, list["JSONValue"], dict[str, "JSONValue"]]  # noqa: UP007
@@ -237,11 +237,6 @@ def _with_descendants(spans: Iterable[SpanProfile]) -> set[SpanProfile]:
     return selected
 
 
-def _scale(selected: Collection[SpanProfile], scale: float) -> Callable[[SpanProfile], float]:
-    chosen = selected if isinstance(selected, (set, frozenset)) else set(selected)
-    return lambda span: scale if span in chosen else 1.0
-
-
 def _projected(
     profile: TraceProfile,
     selected: Collection[SpanProfile] = (),
@@ -249,7 +244,7 @@ def _projected(
     independent: Collection[frozenset[str]] | None = None,
 ) -> tuple[int, int]:
     """Projected duration with ``selected`` spans' own time scaled, and the saving it makes."""
-    projected = projected_duration_ns(profile, _scale(selected, scale), independent)
+    projected = projected_duration_scaled_ns(profile, dict.fromkeys(selected, scale), independent)
     return projected, profile.duration_ns - projected
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..profile import SpanProfile, TraceProfile
-from ..projection import projected_duration_ns
+from ..projection import projected_duration_scaled_ns
 from .base import (
     BOTTLENECK,
     BUDGET_EXCEEDED,
@@ -135,5 +135,5 @@ def combined_projection(profile: TraceProfile, findings: Sequence[Finding]) -> C
         else:
             continue
         changes += 1
-    projected = projected_duration_ns(profile, lambda span: factors.get(span, 1.0), independent)
+    projected = projected_duration_scaled_ns(profile, factors, independent)
     return CombinedProjection(profile.duration_ns, projected, changes)
