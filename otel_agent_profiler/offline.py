@@ -26,7 +26,7 @@ from .errors import InternalErrorLog
 
 # The analysis's own bug on one trace must not cost the other traces their report: the trace gets
 # an error line instead. Logged at DEBUG so that a command line never prints a traceback for it.
-_PROFILING_BUGS = InternalErrorLog(
+PROFILING_BUGS = InternalErrorLog(
     logging.getLogger(__name__), "otel-agent-profiler: internal error profiling trace %s", level=logging.DEBUG
 )
 
@@ -153,7 +153,7 @@ def load_profiles(
             try:
                 profiles.append(profile_trace(spans, classifier, prices))
             except Exception as exc:
-                _PROFILING_BUGS.report("profile_trace", trace_id)
+                PROFILING_BUGS.report("profile_trace", trace_id)
                 line = f"trace {trace_id}: could not be profiled: internal error ({type(exc).__name__}: {exc})"
                 error_lines.append(line)
                 if on_error_line is not None:

@@ -14,7 +14,7 @@ import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -83,7 +83,7 @@ def _run_chunk(bounds: tuple[int, int]) -> list[Any]:
     return [work(index) for index in range(*bounds)]
 
 
-def map_in_order(work: Callable[[int], Result], count: int, workers: int) -> Iterator[Result]:
+def map_in_order(work: Callable[[int], Result], count: int, workers: int) -> Generator[Result, None, None]:
     """``work(0)``, ``work(1)``, ... ``work(count - 1)``, in that order, computed by ``workers`` processes.
 
     ``work`` runs in forked copies of this process, so it sees everything this process held when

@@ -12,6 +12,7 @@ import codecs
 import json
 import logging
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,17 +58,21 @@ class TraceFile:
     def ok(self) -> bool:
         return not self.problems
 
-    def error_line(self) -> str | None:
-        """One line naming the file and what is wrong with it, or ``None`` if nothing is."""
+    def error_line(self, spans: int | None = None) -> str | None:
+        """One line naming the file and what is wrong with it, or ``None`` if nothing is.
+
+        ``spans``: how many spans were read, when they were not kept in ``records`` (read a line at a time).
+        """
         if not self.problems:
             return None
+        spans = len(self.records) if spans is None else spans
         listed = "; ".join(self.problems[:_MAX_LISTED_PROBLEMS])
         more = len(self.problems) - _MAX_LISTED_PROBLEMS
         if more > 0:
             listed += f"; and {more} more"
-        if self.format is None or not self.records:
+        if self.format is None or not spans:
             return f"{self.path}: {listed}"
-        return f"{self.path}: read {len(self.records)} spans but skipped unreadable data: {listed}"
+        return f"{self.path}: read {spans} spans but skipped unreadable data: {listed}"
 
 
 def _json_error(text: str) -> str:
@@ -188,13 +193,10 @@ def _parse_broken_or_lines(data: bytes, trace_file: TraceFile) -> TraceFile:
     decoded: list[tuple[int, bytes, list[SpanRecord] | None, Any]] = []
     is_json_lines = False
     for number, line in numbered:
-        try:
-            records = _decode_otlp(line)
-            document = _decode(line) if records is None else None
-        except msgspec.DecodeError:
-            decoded.append((number, line, None, _BROKEN))
-            continue
+        records, document = _decode_line(line)
         decoded.append((number, line, records, document))
+        if document is _BROKEN:
+            continue
         # A Collector file may mix signals, so lines of metrics or logs count as JSON Lines too.
         is_json_lines = is_json_lines or records is not None or _is_otlp(document)
     if len(numbered) < 2 or not is_json_lines:
@@ -208,19 +210,95 @@ def _parse_broken_or_lines(data: bytes, trace_file: TraceFile) -> TraceFile:
     trace_file.format = OTLP_JSON_LINES
     last_number = numbered[-1][0]
     for number, line, records, document in decoded:
-        if records is not None:
-            trace_file.records.extend(records)
-        elif document is _BROKEN:
-            if number == last_number:
-                trace_file.problems.append(f"line {number}: truncated: the last line is incomplete")
-            else:
-                error = _json_error(line.decode("utf-8"))
-                trace_file.problems.append(f"line {number}: {error.replace('at line 1, ', 'at ')}")
-        elif _is_otlp(document) and "resourceSpans" not in document:
-            continue  # metrics or logs
-        elif not _records_from_document(document, trace_file, where=f"line {number}: "):
-            trace_file.problems.append(f"line {number}: {_not_traces(document)}")
+        trace_file.records.extend(_line_records(trace_file, number, line, records, document, number == last_number))
     return trace_file
+
+
+def _decode_line(line: bytes) -> tuple[list[SpanRecord] | None, Any]:
+    """A line's records when it is a clean OTLP document, else its document (``_BROKEN`` if not JSON)."""
+    try:
+        records = _decode_otlp(line)
+        return records, (_decode(line) if records is None else None)
+    except msgspec.DecodeError:
+        return None, _BROKEN
+
+
+def _line_records(
+    trace_file: TraceFile,
+    number: int,
+    line: bytes,
+    records: list[SpanRecord] | None,
+    document: Any,
+    is_last: bool,
+) -> list[SpanRecord]:
+    """The records of one line of a JSON Lines file; what is wrong with it goes to ``trace_file.problems``."""
+    if records is not None:
+        return records
+    if document is _BROKEN:
+        if is_last:
+            trace_file.problems.append(f"line {number}: truncated: the last line is incomplete")
+        else:
+            error = _json_error(line.decode("utf-8", errors="replace"))
+            trace_file.problems.append(f"line {number}: {error.replace('at line 1, ', 'at ')}")
+        return []
+    if _is_otlp(document) and "resourceSpans" not in document:
+        return []  # metrics or logs
+    scratch = TraceFile(path=trace_file.path, format=trace_file.format, problems=trace_file.problems)
+    if not _records_from_document(document, scratch, where=f"line {number}: "):
+        trace_file.problems.append(f"line {number}: {_not_traces(document)}")
+    return scratch.records
+
+
+def looks_like_json_lines(path: str | Path) -> bool:
+    """Whether the file at ``path`` reads as JSON Lines of OTLP (one of its first two lines is a
+    whole OTLP document, and it has a second line), without reading all of it."""
+    lines: list[bytes] = []
+    try:
+        with open(path, "rb") as stream:
+            for line in stream:
+                if line.strip():
+                    lines.append(
+                        line[len(codecs.BOM_UTF8) :] if not lines and line.startswith(codecs.BOM_UTF8) else line
+                    )
+                if len(lines) == 2:
+                    break
+    except OSError:
+        return False
+    if len(lines) < 2:
+        return False
+    return any(records is not None or _is_otlp(document) for records, document in map(_decode_line, lines))
+
+
+def iter_json_lines(
+    path: str | Path, trace_file: TraceFile, on_read: Callable[[int], None] | None = None
+) -> Iterator[list[SpanRecord]]:
+    """The records of a JSON Lines file, a line at a time, read as ``read_trace_file`` reads it whole.
+
+    Only one line is held at a time. What cannot be read goes to ``trace_file.problems``, worded
+    as ``read_trace_file`` words it; ``trace_file.records`` stays empty. ``on_read`` is told the
+    bytes read, a line at a time.
+    """
+    trace_file.format = OTLP_JSON_LINES
+    pending: tuple[int, bytes] | None = None  # a broken line: truncated if nothing follows it
+    with open(path, "rb") as stream:
+        for number, line in enumerate(stream, start=1):
+            if on_read is not None:
+                on_read(len(line))
+            if number == 1 and line.startswith(codecs.BOM_UTF8):
+                line = line[len(codecs.BOM_UTF8) :]
+            line = line.rstrip(b"\n")
+            if not line.strip():
+                continue
+            if pending is not None:
+                _line_records(trace_file, *pending, None, _BROKEN, False)
+                pending = None
+            records, document = _decode_line(line)
+            if document is _BROKEN:
+                pending = (number, line)
+                continue
+            yield _line_records(trace_file, number, line, records, document, False)
+    if pending is not None:
+        _line_records(trace_file, *pending, None, _BROKEN, True)
 
 
 _BROKEN = object()

@@ -15,6 +15,7 @@ from ..report.cross_trace import DEFAULT_TOP, MANY_TRACES, render_many_traces
 from ..report.json_stream import Encoded, pretty, write_document
 from ..report.progress import Progress, progress_enabled
 from ..report.text import can_draw
+from ..shards import ON_DISK_BYTES, on_disk_wanted
 from ..workers import map_in_order, workers_for
 from . import arguments, budgets
 from .arguments import (
@@ -74,6 +75,17 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
     arguments.add_progress_option(analyze)
     arguments.add_workers_option(analyze)
     analyze.add_argument(
+        "--on-disk",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=(
+            "profile through temporary files, trace by trace, for inputs bigger than memory: spans are "
+            "partitioned by trace id into shards on disk (in $TMPDIR), removed afterwards, Ctrl-C included. "
+            f"Default: on when the JSON Lines inputs exceed {ON_DISK_BYTES // 2**20} MiB in all. The report is "
+            "the same; --prefix-cache, and --what-if with the text report, need the traces in memory"
+        ),
+    )
+    analyze.add_argument(
         "--prefix-cache",
         action="store_true",
         help=(
@@ -114,6 +126,17 @@ def _prefix_cache_text(candidates: list[Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def encode_trace(profile: TraceProfile, findings: list[Finding] | None, what_if: WhatIfProjection | None) -> Encoded:
+    """One trace of the JSON document, encoded: the profile, its findings and its what-if."""
+    trace = trace_to_dict(profile)
+    if findings is not None:
+        trace["findings"] = [finding.to_dict() for finding in findings]
+        trace["combined_projection"] = combined_projection(profile, findings).to_dict()
+    if what_if is not None:
+        trace["what_if"] = what_if.to_dict()
+    return Encoded(pretty(trace, 2))
+
+
 def _encoded_traces(
     profiles: list[TraceProfile],
     findings: dict[str, list[Finding]] | None,
@@ -123,15 +146,8 @@ def _encoded_traces(
     # One at a time, as they are written: the whole document would take more memory than the profiles.
     def encoded(index: int) -> Encoded:
         profile = profiles[index]
-        trace = trace_to_dict(profile)
-        if findings is not None:
-            found = findings[profile.trace_id]
-            trace["findings"] = [finding.to_dict() for finding in found]
-            trace["combined_projection"] = combined_projection(profile, found).to_dict()
-        what_if = projected.get(profile.trace_id)
-        if what_if is not None:
-            trace["what_if"] = what_if.to_dict()
-        return Encoded(pretty(trace, 2))
+        found = findings[profile.trace_id] if findings is not None else None
+        return encode_trace(profile, found, projected.get(profile.trace_id))
 
     return map_in_order(encoded, len(profiles), workers)
 
@@ -142,6 +158,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     files, prices, folder_problems = inputs
     progress = Progress(progress_enabled(args.progress))
+    if on_disk_wanted(files, args.on_disk):
+        # Imported here: the on-disk path uses this module's encoding of a trace.
+        from .analyze_on_disk import run_on_disk
+
+        with cyclic_gc_paused():
+            return run_on_disk(args, files, prices, folder_problems, progress)
     # The collector stays paused to the end: the profiles live until then, and it would only
     # traverse them again and again; what dies on the way (trace dicts, lines) dies young.
     with cyclic_gc_paused():

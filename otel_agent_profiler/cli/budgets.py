@@ -174,21 +174,28 @@ def overruns(
 
     Uses the traces' findings where they were made, else checks the budgets alone (no projection).
     """
-    if not _has_budgets(options):
+    if not has_budgets(options):
         return 0
-    count = 0
+    by_trace: dict[str, Sequence[Finding]] = {}
     for profile in profiles:
         found = findings.get(profile.trace_id) if findings is not None else None
-        if found is None:
-            found = find_budget_overruns(profile, options)
+        by_trace[profile.trace_id] = find_budget_overruns(profile, options) if found is None else found
+    return print_overruns(by_trace)
+
+
+def print_overruns(findings: Mapping[str, Sequence[Finding]]) -> int:
+    """Print a line on standard error per budget overrun among ``findings`` (by trace id); how many there were."""
+    count = 0
+    for trace_id, found in findings.items():
         for finding in found:
             if finding.kind == BUDGET_EXCEEDED:
                 count += 1
-                print(f"{PROG}: budget exceeded: trace {profile.trace_id}: {finding.title}", file=sys.stderr)
+                print(f"{PROG}: budget exceeded: trace {trace_id}: {finding.title}", file=sys.stderr)
     return count
 
 
-def _has_budgets(options: FindingOptions) -> bool:
+def has_budgets(options: FindingOptions) -> bool:
+    """Whether ``options`` set any budget."""
     trace = (options.budget_tokens, options.budget_cost_usd, options.budget_latency_ms)
     return any(limit is not None for limit in trace) or bool(options.category_budgets)
 

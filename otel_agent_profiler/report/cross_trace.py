@@ -7,8 +7,9 @@ lines); what a reader wants first is what is typical and what keeps coming back.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..core.categories import CATEGORIES
 from ..core.findings import (
@@ -27,9 +28,10 @@ from ..core.findings import (
     WHAT_IF,
     Finding,
 )
-from ..core.profile import TraceProfile
+from ..core.genai import TokenUsage
+from ..core.profile import CategoryStats, OperationStats, TraceProfile
 from ..core.units import format_duration, format_usd, plural
-from .text import ASCII, UNICODE, WIDTH, Glyphs, _cut, _paragraph, _share, render_traces
+from .text import ASCII, UNICODE, WIDTH, Glyphs, _cut, _paragraph, _share, render_trace, render_traces
 
 #: With more traces than this, the report opens with the cross-trace summary.
 MANY_TRACES = 3
@@ -42,8 +44,64 @@ _BY_KIND_ONLY = frozenset({PREFIX_CACHE, TOKEN_PROFILE, LLM_TIMING, LLM_GAPS})
 #: Kinds about one model or tool: grouped by it.
 _ABOUT_AN_OPERATION = frozenset({BOTTLENECK, SLOW_TOOL, LARGE_PROMPT, REPEATED_TOOL_CALL})
 _WITH_SAVING = 6
-_FINDINGS_PER_TRACE = 3
+FINDINGS_PER_TRACE = 3
 _WITHOUT_SAVING = 4
+
+
+class Totals(Protocol):
+    """What the summary reads of a trace: a ``TraceProfile``, or the ``TraceTotals`` kept of one."""
+
+    @property
+    def trace_id(self) -> str: ...
+    @property
+    def start_ns(self) -> int: ...
+    @property
+    def duration_ns(self) -> int: ...
+    @property
+    def span_count(self) -> int: ...
+    @property
+    def llm_calls(self) -> int: ...
+    @property
+    def tokens(self) -> TokenUsage: ...
+    @property
+    def cost_usd(self) -> float | None: ...
+    @property
+    def critical_path_ns(self) -> int: ...
+    @property
+    def categories(self) -> Mapping[str, CategoryStats]: ...
+    @property
+    def operations(self) -> Mapping[tuple[str, str], OperationStats]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TraceTotals:
+    """A trace's totals without its spans: what the summary of traces profiled elsewhere keeps of each."""
+
+    trace_id: str
+    start_ns: int
+    duration_ns: int
+    span_count: int
+    llm_calls: int
+    tokens: TokenUsage
+    cost_usd: float | None
+    critical_path_ns: int
+    categories: Mapping[str, CategoryStats]
+    operations: Mapping[tuple[str, str], OperationStats]
+
+    @classmethod
+    def of(cls, profile: TraceProfile) -> TraceTotals:
+        return cls(
+            profile.trace_id,
+            profile.start_ns,
+            profile.duration_ns,
+            profile.span_count,
+            profile.llm_calls,
+            profile.tokens,
+            profile.cost_usd,
+            profile.critical_path_ns,
+            profile.categories,
+            profile.operations,
+        )
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -57,7 +115,7 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def _header(profiles: Sequence[TraceProfile], glyphs: Glyphs) -> list[str]:
+def _header(profiles: Sequence[Totals], glyphs: Glyphs) -> list[str]:
     durations = [profile.duration_ns for profile in profiles]
     facts = [plural(len(profiles), "trace"), plural(sum(p.span_count for p in profiles), "span")]
     llm_calls = sum(profile.llm_calls for profile in profiles)
@@ -77,7 +135,7 @@ def _header(profiles: Sequence[TraceProfile], glyphs: Glyphs) -> list[str]:
     ]
 
 
-def _category_table(profiles: Sequence[TraceProfile], glyphs: Glyphs) -> list[str]:
+def _category_table(profiles: Sequence[Totals], glyphs: Glyphs) -> list[str]:
     critical = sum(profile.critical_path_ns for profile in profiles)
     lines = [
         "",
@@ -103,7 +161,7 @@ def _category_table(profiles: Sequence[TraceProfile], glyphs: Glyphs) -> list[st
     return lines
 
 
-def _operations_table(profiles: Sequence[TraceProfile], glyphs: Glyphs) -> list[str]:
+def _operations_table(profiles: Sequence[Totals], glyphs: Glyphs) -> list[str]:
     critical = sum(profile.critical_path_ns for profile in profiles)
     per_operation: dict[tuple[str, str], list[int]] = {}
     for profile in profiles:
@@ -234,7 +292,7 @@ def _sentence(group: _Group, traces: int) -> str:
 
 
 def _findings_section(
-    profiles: Sequence[TraceProfile], findings: Mapping[str, Sequence[Finding]], glyphs: Glyphs
+    profiles: Sequence[Totals], findings: Mapping[str, Sequence[Finding]], glyphs: Glyphs
 ) -> list[str]:
     groups = aggregate_findings(findings)
     if not groups:
@@ -257,7 +315,7 @@ def _findings_section(
 
 
 def cross_trace_summary(
-    profiles: Sequence[TraceProfile],
+    profiles: Sequence[Totals],
     findings: Mapping[str, Sequence[Finding]] | None = None,
     *,
     ascii_only: bool = False,
@@ -299,20 +357,47 @@ def render_many_traces(
     """
     if len(profiles) <= MANY_TRACES:
         return render_traces(profiles, max_spans=max_spans, ascii_only=ascii_only, findings=findings)
+    shown = list(profiles) if top is None else sorted(profiles, key=slowest_first)[:top]
+    details = (
+        render_trace(
+            profile,
+            max_spans=max_spans,
+            ascii_only=ascii_only,
+            findings=(findings or {}).get(profile.trace_id, ()),
+            max_findings=FINDINGS_PER_TRACE,
+        )
+        for profile in shown
+    )
+    return compose_report(profiles, findings, details, len(shown), every=top is None, ascii_only=ascii_only)
+
+
+def slowest_first(trace: Totals) -> tuple[int, str]:
+    """The order of the traces shown in detail after the summary: slowest first, then by trace id."""
+    return (-trace.duration_ns, trace.trace_id)
+
+
+def compose_report(
+    traces: Sequence[Totals],
+    findings: Mapping[str, Sequence[Finding]] | None,
+    details: Iterable[str],
+    shown: int,
+    *,
+    every: bool,
+    ascii_only: bool = False,
+) -> str:
+    """The cross-trace summary of ``traces``, then ``details``: the ``shown`` traces' own reports
+    (``render_trace``, at most ``FINDINGS_PER_TRACE`` findings each), every trace in input order
+    when ``every``, else the slowest first."""
     glyphs = ASCII if ascii_only else UNICODE
-    if top is None:
-        shown = list(profiles)
-        heading = f"All {plural(len(shown), 'trace')} in detail"
+    if every:
+        heading = f"All {plural(shown, 'trace')} in detail"
     else:
-        shown = sorted(profiles, key=lambda profile: (-profile.duration_ns, profile.trace_id))[:top]
-        slowest = "The slowest trace" if len(shown) == 1 else f"The {plural(len(shown), 'slowest trace')}"
+        slowest = "The slowest trace" if shown == 1 else f"The {plural(shown, 'slowest trace')}"
         heading = f"{slowest} in detail (--top N shows more, --all every trace)"
-    summary = cross_trace_summary(profiles, findings, ascii_only=ascii_only)
+    summary = cross_trace_summary(traces, findings, ascii_only=ascii_only)
     rule = glyphs.rule * WIDTH
     if not shown:
         return summary
     # The summary has ranked the findings across traces: fewer of each trace's own keep the report short.
-    detail = render_traces(
-        shown, max_spans=max_spans, ascii_only=ascii_only, findings=findings, max_findings=_FINDINGS_PER_TRACE
-    )
+    detail = f"\n{rule}\n\n".join(details)
     return f"{summary}\n{heading}\n{rule}\n\n{detail}"
