@@ -30,6 +30,7 @@ class SpanProfile:
         "end_ns",
         "ended",
         "model",
+        "model_snapshot",
         "on_critical_path",
         "operation",
         "parent",
@@ -59,7 +60,10 @@ class SpanProfile:
         #: False for the outer span of two nested spans describing one LLM call, which is then
         #: counted only once in LLM counts and token totals.
         self.counted = True
+        #: The model's family (``gpt-4o-mini``); the dated snapshot the span names, if any, in
+        #: ``model_snapshot`` (``gpt-4o-mini-2024-07-18``). See ``core.models``.
         self.model: str | None = None
+        self.model_snapshot: str | None = None
         self.tokens: TokenUsage | None = None
         self.streaming = False
         self.time_to_first_token_ns: int | None = None

@@ -40,6 +40,7 @@ def span_to_dict(span: SpanProfile, trace_start_ns: int) -> dict[str, Any]:
         "ended": span.ended,
         "counted": span.counted,
         "model": span.model,
+        "model_snapshot": span.model_snapshot,
         "tokens": span.tokens.to_dict() if span.tokens is not None else None,
         "streaming": span.streaming,
         "time_to_first_token_ms": (

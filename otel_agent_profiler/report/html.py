@@ -151,7 +151,8 @@ def trace_view_data(profile: TraceProfile, findings: Sequence[Finding]) -> dict[
                 rows[i],
                 span.span_id,
                 span.record.status.value.lower(),
-                span.model,
+                # The family, and the snapshot that answered when the span names one.
+                f"{span.model} ({span.model_snapshot})" if span.model_snapshot else span.model,
                 tokens or None,
             ]
         )
