@@ -10,6 +10,7 @@ from .categories import EMBEDDING, LLM, classify
 from .critical_path import assign_critical_path
 from .genai import is_streaming, model_of, operation_of, time_to_first_token_ns, token_usage_of
 from .models import model_family, snapshot_of
+from .overrunning_children import find_overrunning_children
 from .pricing import PriceTable
 from .profile import Anomaly, TraceProfile
 from .records import AttributeValue, SpanRecord
@@ -60,6 +61,11 @@ def profile_trace(
         anomalies.sort(key=lambda anomaly: (anomaly.kind, anomaly.span_id))
     assign_self_times(spans)
     assign_critical_path(roots)
+    if len(spans) > 1:
+        overrunning = find_overrunning_children(spans)
+        if overrunning:
+            anomalies.extend(overrunning)
+            anomalies.sort(key=lambda anomaly: (anomaly.kind, anomaly.span_id))
     mark_nested_llm_duplicates(spans)
     profile = TraceProfile(
         trace_id=records[0].trace_id,

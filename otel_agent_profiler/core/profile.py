@@ -95,10 +95,38 @@ class Anomaly:
     """Something wrong with a trace's data that the analysis worked around."""
 
     #: One of: ``duplicate_span_id``, ``cycle``, ``unended_span``, ``negative_duration``,
-    #: ``missing_parent``, ``unusable_token_count``.
+    #: ``missing_parent``, ``unusable_token_count``, ``child_outlives_parent``,
+    #: ``child_starts_after_parent``.
     kind: str
     span_id: str
     detail: str
+    #: For a child running past its parent's end (``core.overrunning_children``): the parent, how
+    #: much later than it the child ended, how long the child ran after it, and where that time
+    #: went: ``(span id, ns)`` of each ancestor whose self time took it, the time other spans
+    #: covered anyway, and the time after every ancestor ended.
+    parent_span_id: str | None = None
+    overrun_ns: int = 0
+    outside_ns: int = 0
+    self_time_of: tuple[tuple[str, int], ...] = ()
+    overlapped_ns: int = 0
+    after_roots_ns: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        """The anomaly as JSON-ready data: kind, span id and detail; for a child running past its
+        parent, also the parent, the overrun and where its time went (times in milliseconds)."""
+        result: dict[str, object] = {"kind": self.kind, "span_id": self.span_id, "detail": self.detail}
+        if self.parent_span_id is not None:
+            result.update(
+                {
+                    "parent_span_id": self.parent_span_id,
+                    "overrun_ms": self.overrun_ns / 1e6,
+                    "outside_parent_ms": self.outside_ns / 1e6,
+                    "self_time_of": [{"span_id": span_id, "ms": ns / 1e6} for span_id, ns in self.self_time_of],
+                    "overlapped_ms": self.overlapped_ns / 1e6,
+                    "after_roots_ms": self.after_roots_ns / 1e6,
+                }
+            )
+        return result
 
 
 @dataclass(slots=True)
