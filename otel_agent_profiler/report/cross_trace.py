@@ -28,6 +28,7 @@ from ..core.findings import (
     Finding,
 )
 from ..core.profile import TraceProfile
+from ..core.split_traces import SplitLLMCall, cross_trace_totals, find_split_llm_calls
 from ..core.units import format_duration, format_usd, plural
 from .text import ASCII, UNICODE, WIDTH, Glyphs, _cut, _paragraph, _share, render_traces
 
@@ -57,24 +58,40 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def split_calls_note(splits: Sequence[SplitLLMCall]) -> str | None:
+    """What the report says about LLM calls split into traces of their own, if there are any."""
+    if not splits:
+        return None
+    traces = len({split.trace_id for split in splits})
+    tokens = sum(split.tokens.total for split in splits)
+    return (
+        f"{plural(traces, 'LLM-only trace')} repeat {plural(len(splits), 'LLM call')} of agent traces "
+        f"(instrumentations that did not share context): counted once, in the agent's trace; "
+        f"{plural(tokens, 'token')} left out of the totals across traces."
+    )
+
+
 def _header(profiles: Sequence[TraceProfile], glyphs: Glyphs) -> list[str]:
     durations = [profile.duration_ns for profile in profiles]
     facts = [plural(len(profiles), "trace"), plural(sum(p.span_count for p in profiles), "span")]
-    llm_calls = sum(profile.llm_calls for profile in profiles)
-    if llm_calls:
-        facts.append(plural(llm_calls, "LLM call"))
-    tokens = sum(profile.tokens.total for profile in profiles)
-    if tokens:
-        facts.append(plural(tokens, "token"))
-    costs = [profile.cost_usd for profile in profiles if profile.cost_usd is not None]
-    if costs:
-        facts.append(format_usd(sum(costs)))
+    splits = find_split_llm_calls(profiles)
+    totals = cross_trace_totals(profiles, splits)
+    if totals.llm_calls:
+        facts.append(plural(totals.llm_calls, "LLM call"))
+    if totals.tokens.total:
+        facts.append(plural(totals.tokens.total, "token"))
+    if totals.cost_usd is not None:
+        facts.append(format_usd(totals.cost_usd))
     spread = [f"{name} {format_duration(percentile(durations, q))}" for name, q in (("p50", 0.5), ("p90", 0.9))]
     spread += [f"p99 {format_duration(percentile(durations, 0.99))}", f"longest {format_duration(max(durations))}"]
-    return [
+    lines = [
         f" {glyphs.separator} ".join(facts),
         "  duration " + f" {glyphs.separator} ".join(spread),
     ]
+    note = split_calls_note(splits)
+    if note:
+        lines += _paragraph("! " + note, "  ", "    ", glyphs)
+    return lines
 
 
 def _category_table(profiles: Sequence[TraceProfile], glyphs: Glyphs) -> list[str]:
@@ -298,7 +315,12 @@ def render_many_traces(
         findings: Each trace's findings by trace id.
     """
     if len(profiles) <= MANY_TRACES:
-        return render_traces(profiles, max_spans=max_spans, ascii_only=ascii_only, findings=findings)
+        detail = render_traces(profiles, max_spans=max_spans, ascii_only=ascii_only, findings=findings)
+        note = split_calls_note(find_split_llm_calls(profiles))
+        if note is None:
+            return detail
+        lines = _paragraph("! " + note, "", "  ", ASCII if ascii_only else UNICODE)
+        return "\n".join(lines) + "\n\n" + detail
     glyphs = ASCII if ascii_only else UNICODE
     if top is None:
         shown = list(profiles)
