@@ -51,11 +51,14 @@ def _analyze_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, A
 def test_built_in_prices_cost_a_known_model_and_its_snapshot(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # 1M input tokens at $0.15 and 100k output tokens at $0.60 per million.
+    # 1M input tokens at $0.15 and 100k output tokens at $0.60 per million; a snapshot's cost is
+    # reported under its family, the snapshot kept on the span.
     for model in ("gpt-4o-mini", "gpt-4o-mini-2024-07-18"):
         trace = _analyze_json(capsys, str(_write(tmp_path, "t.json", _llm_trace(model))))["traces"][0]
         assert trace["cost_usd"] == pytest.approx(0.15 + 0.06)
-        assert trace["cost_by_model"] == {model: pytest.approx(0.21)}
+        assert trace["cost_by_model"] == {"gpt-4o-mini": pytest.approx(0.21)}
+        (llm,) = [span for span in trace["spans"] if span["category"] == "llm"]
+        assert llm["model_snapshot"] == (model if model != "gpt-4o-mini" else None)
 
 
 def test_prices_option_takes_json_or_a_file_and_beats_the_built_in_prices(

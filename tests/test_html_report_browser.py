@@ -171,3 +171,22 @@ def test_a_finding_about_many_spans_links_six_and_counts_the_rest(tmp_path: Path
     assert max(where.count('class="span-link"') for where in wheres) <= 7
     cut = [where for where in wheres if re.search(r"and \d+ more spans \(click the finding to outline all\)", where)]
     assert cut and all(where.count('class="span-link"') == 6 for where in cut)
+
+
+def test_an_overrunning_child_is_drawn_beside_the_verdict_it_makes_unreliable(tmp_path: Path) -> None:
+    from span_builders import sid
+    from test_overrunning_children import _three_instrumentations_on_one_client
+
+    from otel_agent_profiler.core import profile_trace
+    from otel_agent_profiler.core.findings import find_all
+    from otel_agent_profiler.report.html import render_html
+
+    trace = profile_trace(_three_instrumentations_on_one_client())  # type: ignore[arg-type]
+    out = tmp_path / "report.html"
+    out.write_text(render_html([trace], {trace.trace_id: find_all(trace)}), encoding="utf-8")
+    dom = _dump_dom(out.as_uri())
+    anomalies = re.search(r'<ul class="anomalies">(.*?)</ul>', dom, re.S)
+    assert anomalies is not None, "the page's script did not list the anomaly"
+    assert "child outlives parent" in anomalies.group(1) and sid("ChatCompletion") in anomalies.group(1)
+    caveats = re.findall(r'<div class="caveat">(.*?)</div>', dom, re.S)
+    assert caveats and all("Unreliable: span 'ChatCompletion'" in caveat for caveat in caveats)

@@ -14,6 +14,7 @@ from otel_agent_profiler.cli import main
 from otel_agent_profiler.cli.arguments import resolve_prices
 from otel_agent_profiler.core import profiles_to_dict
 from otel_agent_profiler.core.findings import combined_projection, find_all
+from otel_agent_profiler.core.split_traces import cross_trace_totals, find_split_llm_calls
 from otel_agent_profiler.offline import load_profiles
 from otel_agent_profiler.report.json_stream import pretty, write_compact_document, write_document
 from otel_agent_profiler.report.summary import build_summary, cross_run_statistics, write_summary
@@ -78,6 +79,9 @@ def _in_memory_document(path: Path, with_findings: bool) -> dict[str, Any]:
             trace["findings"] = [finding.to_dict() for finding in found]
             trace["combined_projection"] = combined_projection(by_id[trace["trace_id"]], found).to_dict()
     document["files"] = loaded.file_dicts()
+    splits = find_split_llm_calls(loaded.profiles)
+    document["totals"] = cross_trace_totals(loaded.profiles, splits).to_dict()
+    document["split_llm_calls"] = [split.to_dict() for split in splits]
     # Through the same JSON round trip (tuples become lists).
     return json.loads(json.dumps(document))
 

@@ -153,3 +153,23 @@ def test_ctrl_c_removes_the_temporary_files_and_exits_130(tmp_path: Path) -> Non
     assert process.returncode == 130
     assert "Traceback" not in err
     assert list(temporary.iterdir()) == []
+
+
+@pytest.mark.parametrize("options", [[], ["--format", "json"]], ids=["text", "json"])
+def test_split_llm_calls_are_found_across_shards(
+    options: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from test_split_traces import langchain_zero_code_document
+
+    document = langchain_zero_code_document()
+    path = tmp_path / "split.jsonl"
+    # A line per resource: the agent's spans and the client's copies arrive apart.
+    lines = [json.dumps({"resourceSpans": [resource]}) for resource in document["resourceSpans"]]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    on_disk = _analyze(capsys, tmp_path, "d", [str(path), "--on-disk", *options])
+    assert on_disk == _analyze(capsys, tmp_path, "m", [str(path), "--no-on-disk", *options])
+    report = on_disk[1].decode()
+    if options:
+        assert len(json.loads(report)["split_llm_calls"]) == 2
+    else:
+        assert "2 LLM-only traces repeat 2 LLM calls" in report

@@ -31,7 +31,9 @@ duration_ms             float64                 end minus start (an unended span
 self_time_ms            float64                 duration minus the time covered by its children
 critical_path_ms        float64                 the span's own share of its trace's critical path
 on_critical_path        bool
-counted                 bool                    False for the outer span of two nested spans of one LLM call
+counted                 bool                    False for the outer span of two nested spans of one LLM call,
+                                                and for an LLM call that a trace of its own repeats from an
+                                                agent's trace (``core.split_traces``): counted there
 ended                   bool                    False for a span that never ended
 streaming               bool                    streaming LLM call
 input_tokens            Int64                   ``<NA>`` when the span records no token usage (only LLM and
@@ -72,6 +74,7 @@ from ..core.context_window import context_window_use
 from ..core.pricing import PriceTable
 from ..core.profile import SpanProfile, TraceProfile
 from ..core.records import SpanKind, StatusCode
+from ..core.split_traces import find_split_llm_calls, repeated_span_ids
 from ..offline import load_profiles
 
 _NS_PER_MS = 1e6
@@ -195,6 +198,18 @@ def _empty_span_table() -> pd.DataFrame:
 _MISSING: Any = object()
 
 
+def _counted(profiles: list[TraceProfile], spans: list[SpanProfile], n: int) -> np.ndarray:
+    counted = np.fromiter((span.counted for span in spans), dtype=bool, count=n)
+    repeated = repeated_span_ids(find_split_llm_calls(profiles))
+    if repeated:
+        # A call split into a trace of its own is counted in its agent's trace only.
+        trace_ids = [profile.trace_id for profile in profiles for _ in profile.spans]
+        for index, span in enumerate(spans):
+            if (trace_ids[index], span.record.span_id) in repeated:
+                counted[index] = False
+    return counted
+
+
 def span_table(profiles: Iterable[TraceProfile] | TraceProfile) -> pd.DataFrame:
     """One row per span of ``profiles``, with the columns and dtypes of ``SPAN_COLUMNS``.
 
@@ -264,7 +279,7 @@ def span_table(profiles: Iterable[TraceProfile] | TraceProfile) -> pd.DataFrame:
         "self_time_ms": _int64((span.self_time_ns for span in spans), n) / _NS_PER_MS,
         "critical_path_ms": _int64((span.critical_path_ns for span in spans), n) / _NS_PER_MS,
         "on_critical_path": np.fromiter((span.on_critical_path for span in spans), dtype=bool, count=n),
-        "counted": np.fromiter((span.counted for span in spans), dtype=bool, count=n),
+        "counted": _counted(profiles, spans, n),
         "ended": np.fromiter((span.ended for span in spans), dtype=bool, count=n),
         "streaming": np.fromiter((span.streaming for span in spans), dtype=bool, count=n),
         "input_tokens": _nullable_int(inputs, no_tokens),

@@ -10,6 +10,7 @@ from typing import Any
 from ..core import TraceProfile, trace_to_dict
 from ..core.findings import Finding, WhatIfProjection, combined_projection, find_all
 from ..core.pricing import PriceTable
+from ..core.split_traces import cross_trace_totals, find_split_llm_calls
 from ..offline import cyclic_gc_paused, load_profiles
 from ..report.cross_trace import DEFAULT_TOP, MANY_TRACES, render_many_traces
 from ..report.json_stream import Encoded, pretty, write_document
@@ -192,7 +193,12 @@ def _run(
     progress.close()
 
     if args.format == "json":
-        rest: dict[str, Any] = {"files": loaded.file_dicts()}
+        splits = find_split_llm_calls(profiles)
+        rest: dict[str, Any] = {
+            "files": loaded.file_dicts(),
+            "totals": cross_trace_totals(profiles, splits).to_dict(),
+            "split_llm_calls": [split.to_dict() for split in splits],
+        }
         if args.prefix_cache:
             rest["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
         # Written a trace at a time, encoded by the workers.

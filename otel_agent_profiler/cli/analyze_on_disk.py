@@ -21,6 +21,7 @@ from typing import BinaryIO
 from ..core.findings import BUDGET_EXCEEDED, Finding, find_all, what_ifs_together
 from ..core.pricing import PriceTable
 from ..core.profile import TraceProfile
+from ..core.split_traces import cross_trace_totals, find_split_llm_calls
 from ..offline import PROFILING
 from ..report.cross_trace import (
     FINDINGS_PER_TRACE,
@@ -51,7 +52,7 @@ class _Trace:
     trace_id: str
     #: The trace's JSON, or its detail in the text report (``--all``); None when not written.
     payload: bytes | None
-    totals: TraceTotals | None
+    totals: TraceTotals
     #: For the cross-trace summary: only what grouping reads; budget overruns whole.
     findings: list[Finding] | None
 
@@ -130,7 +131,7 @@ def _analyze(
             kept = None
             if found is not None:
                 kept = _summary_findings(found) if text else [f for f in found if f.kind == BUDGET_EXCEEDED]
-            totals = TraceTotals.of(profile) if text else None
+            totals = TraceTotals.of(profile)
             traces.append(_Trace(profile.start_ns, profile.trace_id, payload, totals, kept))
         return traces, lines
 
@@ -151,8 +152,7 @@ def _analyze(
                     if trace.payload is not None:
                         results.write(trace.payload)
                     index.append((trace.start_ns, trace.trace_id, offset, results.tell() - offset))
-                    if trace.totals is not None:
-                        totals[trace.trace_id] = trace.totals
+                    totals[trace.trace_id] = trace.totals
                     if trace.findings is not None:
                         findings[trace.trace_id] = trace.findings
                 progress.advance()
@@ -165,7 +165,13 @@ def _analyze(
             written = write_output(args.output, report)
         else:
             documents = _payloads(results, index)
-            rest = {"files": [file.to_dict() for file in parted.files]}
+            kept = [totals[trace_id] for _, trace_id, _, _ in index]
+            splits = find_split_llm_calls(trace.calls for trace in kept)
+            rest = {
+                "files": [file.to_dict() for file in parted.files],
+                "totals": cross_trace_totals(kept, splits).to_dict(),
+                "split_llm_calls": [split.to_dict() for split in splits],
+            }
             written = write_streamed(args.output, lambda out: write_document(out, "traces", documents, rest))
     if not written:
         return EXIT_FAILURE

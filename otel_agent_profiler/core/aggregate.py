@@ -98,7 +98,8 @@ def _add_cost(profile: TraceProfile, span: SpanProfile, prices: PriceTable | Non
     # The cost the run recorded (ATIF's cost_usd, a span enriched earlier) is what was billed.
     cost = recorded_cost_usd(span.record.attributes)
     if cost is None and prices is not None and span.tokens is not None:
-        cost = prices.cost_usd(model, span.tokens)
+        # A snapshot may be priced apart from its family (gpt-4o-2024-05-13 costs more than gpt-4o).
+        cost = prices.cost_usd(span.model_snapshot or model, span.tokens)
     span.cost_usd = cost
     if cost is None:
         return

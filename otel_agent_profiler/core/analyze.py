@@ -9,6 +9,8 @@ from .assembly import build_tree, group_by_trace
 from .categories import EMBEDDING, LLM, classify
 from .critical_path import assign_critical_path
 from .genai import is_streaming, model_of, operation_of, time_to_first_token_ns, token_usage_of
+from .models import model_family, snapshot_of
+from .overrunning_children import find_overrunning_children
 from .pricing import PriceTable
 from .profile import Anomaly, TraceProfile
 from .records import AttributeValue, SpanRecord
@@ -36,9 +38,13 @@ def profile_trace(
         category = classifier(record.name, attributes)
         span.category = category
         if category == LLM or category == EMBEDDING:
-            # For model calls the operation is the model.
-            model = span.model = model_of(attributes)
-            span.operation = model or record.name
+            # For model calls the operation is the model, by family: a dated snapshot is a detail.
+            requested = model_of(attributes)
+            if requested is not None:
+                span.model_snapshot = snapshot_of(attributes, requested)
+                requested = model_family(requested)
+            span.model = requested
+            span.operation = requested or record.name
             span.tokens = token_usage_of(attributes, unusable_counts)
             if unusable_counts:
                 detail = f"{', '.join(unusable_counts)}: not a finite 64-bit token count, treated as absent"
@@ -55,6 +61,11 @@ def profile_trace(
         anomalies.sort(key=lambda anomaly: (anomaly.kind, anomaly.span_id))
     assign_self_times(spans)
     assign_critical_path(roots)
+    if len(spans) > 1:
+        overrunning = find_overrunning_children(spans)
+        if overrunning:
+            anomalies.extend(overrunning)
+            anomalies.sort(key=lambda anomaly: (anomaly.kind, anomaly.span_id))
     mark_nested_llm_duplicates(spans)
     profile = TraceProfile(
         trace_id=records[0].trace_id,

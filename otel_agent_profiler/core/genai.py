@@ -7,11 +7,11 @@ Each fact has several spellings across the GenAI, OpenInference and Traceloop co
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .categories import AGENT, EMBEDDING, LLM, RETRIEVAL, TOOL
+from .models import model_family
 from .records import AttributeValue, SpanEvent
 
 _MODEL_KEYS = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name", "llm.request.model")
@@ -126,13 +126,9 @@ def model_of(attributes: Mapping[str, AttributeValue]) -> str | None:
     return _first_str(attributes, _MODEL_KEYS)
 
 
-# A dated snapshot of a model: "gpt-4o-2024-08-06", "gpt-4-0613", "claude-3-5-sonnet-20241022".
-_SNAPSHOT_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
-
-
 def strip_snapshot(model: str) -> str:
-    """The model's alias: its name without a snapshot date."""
-    return _SNAPSHOT_SUFFIX.sub("", model)
+    """The model's alias: its name without a snapshot date (the rule of ``models.model_family``)."""
+    return model_family(model)
 
 
 def same_model(a: str | None, b: str | None) -> bool:

@@ -30,6 +30,7 @@ class SpanProfile:
         "end_ns",
         "ended",
         "model",
+        "model_snapshot",
         "on_critical_path",
         "operation",
         "parent",
@@ -59,7 +60,10 @@ class SpanProfile:
         #: False for the outer span of two nested spans describing one LLM call, which is then
         #: counted only once in LLM counts and token totals.
         self.counted = True
+        #: The model's family (``gpt-4o-mini``); the dated snapshot the span names, if any, in
+        #: ``model_snapshot`` (``gpt-4o-mini-2024-07-18``). See ``core.models``.
         self.model: str | None = None
+        self.model_snapshot: str | None = None
         self.tokens: TokenUsage | None = None
         self.streaming = False
         self.time_to_first_token_ns: int | None = None
@@ -91,10 +95,38 @@ class Anomaly:
     """Something wrong with a trace's data that the analysis worked around."""
 
     #: One of: ``duplicate_span_id``, ``cycle``, ``unended_span``, ``negative_duration``,
-    #: ``missing_parent``, ``unusable_token_count``.
+    #: ``missing_parent``, ``unusable_token_count``, ``child_outlives_parent``,
+    #: ``child_starts_after_parent``.
     kind: str
     span_id: str
     detail: str
+    #: For a child running past its parent's end (``core.overrunning_children``): the parent, how
+    #: much later than it the child ended, how long the child ran after it, and where that time
+    #: went: ``(span id, ns)`` of each ancestor whose self time took it, the time other spans
+    #: covered anyway, and the time after every ancestor ended.
+    parent_span_id: str | None = None
+    overrun_ns: int = 0
+    outside_ns: int = 0
+    self_time_of: tuple[tuple[str, int], ...] = ()
+    overlapped_ns: int = 0
+    after_roots_ns: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        """The anomaly as JSON-ready data: kind, span id and detail; for a child running past its
+        parent, also the parent, the overrun and where its time went (times in milliseconds)."""
+        result: dict[str, object] = {"kind": self.kind, "span_id": self.span_id, "detail": self.detail}
+        if self.parent_span_id is not None:
+            result.update(
+                {
+                    "parent_span_id": self.parent_span_id,
+                    "overrun_ms": self.overrun_ns / 1e6,
+                    "outside_parent_ms": self.outside_ns / 1e6,
+                    "self_time_of": [{"span_id": span_id, "ms": ns / 1e6} for span_id, ns in self.self_time_of],
+                    "overlapped_ms": self.overlapped_ns / 1e6,
+                    "after_roots_ms": self.after_roots_ns / 1e6,
+                }
+            )
+        return result
 
 
 @dataclass(slots=True)

@@ -40,6 +40,7 @@ def span_to_dict(span: SpanProfile, trace_start_ns: int) -> dict[str, Any]:
         "ended": span.ended,
         "counted": span.counted,
         "model": span.model,
+        "model_snapshot": span.model_snapshot,
         "tokens": span.tokens.to_dict() if span.tokens is not None else None,
         "streaming": span.streaming,
         "time_to_first_token_ms": (
@@ -96,7 +97,7 @@ def trace_to_dict(profile: TraceProfile, *, include_spans: bool = True) -> dict[
             "mean": _ms(sum(ttfts)) / len(ttfts) if ttfts else None,
             "max": _ms(max(ttfts)) if ttfts else None,
         },
-        "anomalies": [{"kind": a.kind, "span_id": a.span_id, "detail": a.detail} for a in profile.anomalies],
+        "anomalies": [anomaly.to_dict() for anomaly in profile.anomalies],
     }
     if include_spans:
         start = profile.start_ns

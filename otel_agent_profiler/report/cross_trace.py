@@ -30,6 +30,7 @@ from ..core.findings import (
 )
 from ..core.genai import TokenUsage
 from ..core.profile import CategoryStats, OperationStats, TraceProfile
+from ..core.split_traces import SplitLLMCall, TraceCalls, calls_of, cross_trace_totals, find_split_llm_calls
 from ..core.units import format_duration, format_usd, plural
 from .text import ASCII, UNICODE, WIDTH, Glyphs, _cut, _paragraph, _share, render_trace, render_traces
 
@@ -87,6 +88,8 @@ class TraceTotals:
     critical_path_ns: int
     categories: Mapping[str, CategoryStats]
     operations: Mapping[tuple[str, str], OperationStats]
+    #: What finding LLM calls split into traces of their own reads.
+    calls: TraceCalls
 
     @classmethod
     def of(cls, profile: TraceProfile) -> TraceTotals:
@@ -101,6 +104,7 @@ class TraceTotals:
             profile.critical_path_ns,
             profile.categories,
             profile.operations,
+            calls_of(profile),
         )
 
 
@@ -115,24 +119,39 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def _header(profiles: Sequence[Totals], glyphs: Glyphs) -> list[str]:
+def split_calls_note(splits: Sequence[SplitLLMCall]) -> str | None:
+    """What the report says about LLM calls split into traces of their own, if there are any."""
+    if not splits:
+        return None
+    traces = len({split.trace_id for split in splits})
+    tokens = sum(split.tokens.total for split in splits)
+    return (
+        f"{plural(traces, 'LLM-only trace')} repeat {plural(len(splits), 'LLM call')} of agent traces "
+        f"(instrumentations that did not share context): counted once, in the agent's trace; "
+        f"{plural(tokens, 'token')} left out of the totals across traces."
+    )
+
+
+def _header(profiles: Sequence[Totals], splits: Sequence[SplitLLMCall], glyphs: Glyphs) -> list[str]:
     durations = [profile.duration_ns for profile in profiles]
     facts = [plural(len(profiles), "trace"), plural(sum(p.span_count for p in profiles), "span")]
-    llm_calls = sum(profile.llm_calls for profile in profiles)
-    if llm_calls:
-        facts.append(plural(llm_calls, "LLM call"))
-    tokens = sum(profile.tokens.total for profile in profiles)
-    if tokens:
-        facts.append(plural(tokens, "token"))
-    costs = [profile.cost_usd for profile in profiles if profile.cost_usd is not None]
-    if costs:
-        facts.append(format_usd(sum(costs)))
+    totals = cross_trace_totals(profiles, splits)
+    if totals.llm_calls:
+        facts.append(plural(totals.llm_calls, "LLM call"))
+    if totals.tokens.total:
+        facts.append(plural(totals.tokens.total, "token"))
+    if totals.cost_usd is not None:
+        facts.append(format_usd(totals.cost_usd))
     spread = [f"{name} {format_duration(percentile(durations, q))}" for name, q in (("p50", 0.5), ("p90", 0.9))]
     spread += [f"p99 {format_duration(percentile(durations, 0.99))}", f"longest {format_duration(max(durations))}"]
-    return [
+    lines = [
         f" {glyphs.separator} ".join(facts),
         "  duration " + f" {glyphs.separator} ".join(spread),
     ]
+    note = split_calls_note(splits)
+    if note:
+        lines += _paragraph("! " + note, "  ", "    ", glyphs)
+    return lines
 
 
 def _category_table(profiles: Sequence[Totals], glyphs: Glyphs) -> list[str]:
@@ -319,6 +338,7 @@ def cross_trace_summary(
     findings: Mapping[str, Sequence[Finding]] | None = None,
     *,
     ascii_only: bool = False,
+    splits: Sequence[SplitLLMCall] | None = None,
 ) -> str:
     """The summary of many traces: durations, categories, top operations and findings aggregated across traces.
 
@@ -326,9 +346,12 @@ def cross_trace_summary(
         profiles: The traces; at least one.
         findings: Each trace's findings (``core.findings.find_all``) by trace id; none are listed without them.
         ascii_only: Draw with ASCII characters only.
+        splits: The LLM calls split into traces of their own (``core.split_traces``); found here when not given.
     """
     glyphs = ASCII if ascii_only else UNICODE
-    lines = _header(profiles, glyphs)
+    if splits is None:
+        splits = find_split_llm_calls(_calls(trace) for trace in profiles)
+    lines = _header(profiles, splits, glyphs)
     lines += _category_table(profiles, glyphs)
     lines += _operations_table(profiles, glyphs)
     if findings:
@@ -356,7 +379,12 @@ def render_many_traces(
         findings: Each trace's findings by trace id.
     """
     if len(profiles) <= MANY_TRACES:
-        return render_traces(profiles, max_spans=max_spans, ascii_only=ascii_only, findings=findings)
+        detail = render_traces(profiles, max_spans=max_spans, ascii_only=ascii_only, findings=findings)
+        note = split_calls_note(find_split_llm_calls(profiles))
+        if note is None:
+            return detail
+        lines = _paragraph("! " + note, "", "  ", ASCII if ascii_only else UNICODE)
+        return "\n".join(lines) + "\n\n" + detail
     shown = list(profiles) if top is None else sorted(profiles, key=slowest_first)[:top]
     details = (
         render_trace(
@@ -369,6 +397,10 @@ def render_many_traces(
         for profile in shown
     )
     return compose_report(profiles, findings, details, len(shown), every=top is None, ascii_only=ascii_only)
+
+
+def _calls(trace: Totals) -> TraceProfile | TraceCalls:
+    return trace.calls if isinstance(trace, TraceTotals) else trace  # type: ignore[return-value]
 
 
 def slowest_first(trace: Totals) -> tuple[int, str]:

@@ -65,6 +65,8 @@ SPAN_FIELDS: tuple[str, ...] = (
     "tokens",
 )
 
+#: Anomalies listed per trace (the JSON output lists all).
+_SHOWN_ANOMALIES = 10
 #: Spans whose details are embedded, over all traces (the chosen trace is always embedded).
 DEFAULT_MAX_DETAIL_SPANS = 15_000
 #: Traces listed in the table (the slowest).
@@ -151,7 +153,8 @@ def trace_view_data(profile: TraceProfile, findings: Sequence[Finding]) -> dict[
                 rows[i],
                 span.span_id,
                 span.record.status.value.lower(),
-                span.model,
+                # The family, and the snapshot that answered when the span names one.
+                f"{span.model} ({span.model_snapshot})" if span.model_snapshot else span.model,
                 tokens or None,
             ]
         )
@@ -180,9 +183,13 @@ def trace_view_data(profile: TraceProfile, findings: Sequence[Finding]) -> dict[
                 # Each span the finding is about, in words and by id: a link to its waterfall row.
                 "where": [[describe_location(location), location["span_id"]] for location in f.where],
                 "details": len(f.details),
+                "caveat": f.caveat,
             }
             for f in findings
         ],
+        # Data problems the analysis worked around, shown above the findings they may affect.
+        "anomalies": [[a.kind, a.span_id, a.detail] for a in profile.anomalies[:_SHOWN_ANOMALIES]],
+        "more_anomalies": max(0, len(profile.anomalies) - _SHOWN_ANOMALIES),
         "combined": combined_sentence(combined_projection(profile, findings)) if findings else None,
         "flame_rows": row_count,
         "spans": spans,

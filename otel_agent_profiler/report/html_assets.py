@@ -51,6 +51,8 @@ svg rect.span.hl { stroke: #e11d48; stroke-width: 2.5; opacity: 1; }
 #findings tr.finding.active { background: #fff1f3; }
 #findings .where, #findings .suggestion, #findings .details { margin-top: 3px; font-size: 12px; color: #444; }
 #findings .suggestion { color: #1a5e20; }
+#findings .caveat, #findings ul.anomalies { color: #8a4b00; font-size: 12px; }
+#findings ul.anomalies { margin: 0 0 8px; padding-left: 18px; }
 #findings p.combined { margin: 0 0 8px; font-weight: 600; }
 svg rect.span:hover { opacity: 1; stroke: #000; stroke-width: 2; }
 svg text.label { fill: var(--fg); }
@@ -292,8 +294,25 @@ JS = r"""
     });
   }
 
+  function drawAnomalies(t, host) {
+    if (!t.anomalies || !t.anomalies.length) { return; }
+    var list = html("ul", "anomalies", null, host);
+    t.anomalies.forEach(function (a) {
+      var item = html("li", null, "Data problem: " + a[0].replace(/_/g, " ") + " ", list);
+      var link = html("a", "span-link", a[1], item);
+      link.href = "#span-" + a[1];
+      link.setAttribute("data-span-id", a[1]);
+      link.title = "show this span in the waterfall";
+      link.addEventListener("click", function (e) { e.preventDefault(); highlight(item, [a[1]], true); });
+      item.appendChild(document.createTextNode(": " + a[2]));
+    });
+    if (t.more_anomalies) { html("li", null, "and " + plural(t.more_anomalies, "more data problem") +
+      " (see analyze --format json)", list); }
+  }
+
   function drawFindings(t) {
     var host = clear(byId("findings"));
+    drawAnomalies(t, host);
     if (!t.findings.length) { html("p", "empty", "No findings for this trace.", host); return; }
     if (t.combined) { html("p", "combined", t.combined, host); }
     var table = html("table", null, null, host);
@@ -333,6 +352,7 @@ JS = r"""
         }
       }
       if (f.suggestion) { html("div", "suggestion", "Suggestion: " + f.suggestion, text); }
+      if (f.caveat) { html("div", "caveat", f.caveat, text); }
       if (f.details) {
         html("div", "details", "This includes " + (f.details === 1 ? "1 smaller finding" :
           f.details + " smaller findings") + " about the same spans.", text);

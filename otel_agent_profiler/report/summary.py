@@ -7,6 +7,9 @@
       "generator": "otel-agent-profiler <version>",
       "selected_trace_id": "<hex>",                    # the trace the views open with
       "files": [{"path", "format", "spans", "problems"}],
+      "totals": {"traces", "llm_calls", "tokens": {...}, "cost_usd",   # every LLM call counted once:
+                 "split_llm_calls", "split_tokens": {...}},         # split copies left out, and theirs
+      "split_llm_calls": [SplitLLMCall.to_dict(), ...],  # LLM-only traces repeating an agent trace's call
       "traces": [                                       # slowest first, as in the report's table
         {<core schema: schema.trace_to_dict>, "findings": [Finding.to_dict(), ...],
          "combined_projection": CombinedProjection.to_dict() or null}
@@ -55,6 +58,7 @@ from .._version import __version__
 from ..core.findings import Finding, combined_projection
 from ..core.profile import TraceProfile
 from ..core.schema import trace_to_dict
+from ..core.split_traces import cross_trace_totals, find_split_llm_calls
 from .html import by_duration, select_trace
 from .json_stream import write_compact_document
 
@@ -280,12 +284,15 @@ def _summary(
 ) -> dict[str, Any]:
     selected = select_trace(profiles, selected_trace_id) if profiles else None
     traces = _trace_documents(by_duration(profiles), findings, detail_trace_ids)
+    splits = find_split_llm_calls(profiles)
     return {
         "format": SUMMARY_FORMAT,
         "version": SUMMARY_VERSION,
         "generator": f"otel-agent-profiler {__version__}",
         "selected_trace_id": selected.trace_id if selected is not None else None,
         "files": [dict(f) for f in files],
+        "totals": cross_trace_totals(profiles, splits).to_dict(),
+        "split_llm_calls": [split.to_dict() for split in splits],
         "traces": traces if lazy else list(traces),
         "statistics": dict(statistics) if statistics is not None else None,
         "prefix_cache_candidates": [c.to_dict() for c in prefix_cache] if prefix_cache is not None else None,

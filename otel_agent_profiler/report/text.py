@@ -76,7 +76,12 @@ def _header(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
         facts.append(format_usd(profile.cost_usd))
     lines = [f"Trace {profile.trace_id}", "  " + f" {glyphs.separator} ".join(facts)]
     for anomaly in profile.anomalies[:5]:
-        lines.append(_cut(f"  ! {anomaly.kind} {anomaly.span_id}: {anomaly.detail}", WIDTH, glyphs))
+        line = f"! {anomaly.kind} {anomaly.span_id}: {anomaly.detail}"
+        if anomaly.parent_span_id is not None:
+            # A child running past its parent says where its time went: worth the extra lines.
+            lines += _paragraph(line, "  ", "    ", glyphs)
+        else:
+            lines.append(_cut("  " + line, WIDTH, glyphs))
     if len(profile.anomalies) > 5:
         lines.append(f"  ! and {plural(len(profile.anomalies) - 5, 'more data problem')} (see --format json)")
     return lines
@@ -204,6 +209,8 @@ def _findings(profile: TraceProfile, findings: Sequence[Finding], limit: int, gl
             lines += _paragraph(f"Where: {describe_where(finding.where)}.", "     ", "       ", glyphs)
         if finding.suggestion:
             lines += _paragraph(f"Suggestion: {finding.suggestion}", "     ", "       ", glyphs)
+        if finding.caveat:
+            lines += _paragraph(finding.caveat, "     ", "       ", glyphs)
         if finding.details:
             also = "1 smaller finding" if len(finding.details) == 1 else f"{len(finding.details)} smaller findings"
             lines += _paragraph(f"This includes {also} about the same spans.", "     ", "       ", glyphs)

@@ -102,6 +102,9 @@ class Finding:
     #: Findings about the same spans folded into this one by ``find_all``: ``kind``, ``title``,
     #: ``saving_ns``, ``span_ids`` each.
     details: list[Evidence] = field(default_factory=list)
+    #: Why the verdict may be wrong, one sentence (a child span ran past its parent's end and
+    #: moved time into another span's own time); ``None`` when nothing casts doubt on it.
+    caveat: str | None = None
 
     def to_dict(self) -> dict[str, JSONValue]:
         return {
@@ -115,6 +118,8 @@ class Finding:
             "where": list[JSONValue](self.where),
             "details": list[JSONValue](self.details),
             "evidence": self.evidence,
+            # Only when there is one: findings without a caveat keep their shape.
+            **({"caveat": self.caveat} if self.caveat is not None else {}),
         }
 
 

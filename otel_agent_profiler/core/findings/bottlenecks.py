@@ -22,6 +22,29 @@ from .base import (
 SHORT_ANSWER_TOKENS = 300
 
 
+def overrun_caveat(profile: TraceProfile, spans: list[SpanProfile]) -> str | None:
+    """Why a verdict on ``spans``' own or critical-path time may be wrong: one of them is a child
+    that ran past its parent's end, or took such a child's time as its own (the trace's
+    ``child_outlives_parent`` and ``child_starts_after_parent`` anomalies). None otherwise."""
+    overruns = [a for a in profile.anomalies if a.parent_span_id is not None]
+    if not overruns:
+        return None
+    ids = {span.record.span_id for span in spans}
+    relevant = [a for a in overruns if a.span_id in ids or any(span_id in ids for span_id, _ in a.self_time_of)]
+    if not relevant:
+        return None
+    names = {span.record.span_id: span.name for span in profile.spans}
+    first = relevant[0]
+    child, parent = names.get(first.span_id, first.span_id), names.get(first.parent_span_id or "", "?")
+    took = [names.get(span_id, span_id) for span_id, _ in first.self_time_of]
+    where = f"counts as the own time of '{took[0]}'" if took else "is left out of its parent"
+    more = f" ({len(relevant) - 1} more spans like it)" if len(relevant) > 1 else ""
+    return (
+        f"Unreliable: span '{child}' ({first.span_id}) ran {format_duration(first.overrun_ns)} past the end of "
+        f"its parent '{parent}'{more}, and the time after that end {where} (see the trace's anomalies)."
+    )
+
+
 def find_bottlenecks(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
     """The top spans and operations by critical-path time, with the saving of removing their
     own time (``saving_ns``) and of making it 2x faster."""
@@ -116,6 +139,7 @@ def _bottleneck(profile: TraceProfile, spans: list[SpanProfile], scope: str) -> 
         span_ids=tuple(s.record.span_id for s in spans),
         operation=first.operation,
         category=first.category,
+        caveat=overrun_caveat(profile, spans),
         evidence={
             "scope": scope,
             "spans": len(spans),
@@ -164,6 +188,7 @@ def find_slow_tools(profile: TraceProfile, options: FindingOptions = DEFAULT_OPT
                 span_ids=(span.record.span_id,),
                 operation=span.operation,
                 category=TOOL,
+                caveat=overrun_caveat(profile, [span]),
                 evidence={
                     "self_time_ns": span.self_time_ns,
                     "duration_ns": span.duration_ns,

@@ -66,6 +66,9 @@ def rank(profile: TraceProfile, findings: Sequence[Finding], options: FindingOpt
         holder = next((holders[i] for i in finding.span_ids if i in holders), None)
         if holder is not None:
             holder.details.append(_detail(finding))
+            if holder.caveat is None:
+                # What casts doubt on the folded finding's spans casts doubt on the holder's.
+                holder.caveat = finding.caveat
             target = holder
         else:
             kept.append(finding)
