@@ -10,6 +10,7 @@ from ..core.pricing import PriceTable
 from ..core.units import plural
 from ..offline import cyclic_gc_paused, load_profiles
 from ..report.progress import Progress, progress_enabled
+from ..workers import map_in_order, workers_for
 from . import arguments, budgets
 from .arguments import (
     EXIT_BAD_INPUT,
@@ -68,6 +69,7 @@ def add_arguments(report: argparse.ArgumentParser) -> None:
     arguments.add_min_saving_option(report)
     budgets.add_budget_option(report)
     arguments.add_prices_option(report)
+    arguments.add_workers_option(report)
     arguments.add_progress_option(report, while_="while reading and profiling")
 
 
@@ -105,12 +107,15 @@ def _run(
             return EXIT_BAD_INPUT
         # Findings cost projections of the trace: the page shows them for the traces it embeds in
         # detail (the chosen one and the slowest); the summary JSON carries them for every trace.
-        wanted = profiles if args.summary_json else detail_traces(profiles, selected)
+        wanted = list(
+            {p.trace_id: p for p in (profiles if args.summary_json else detail_traces(profiles, selected))}.values()
+        )
+        workers = workers_for(args.workers, sum(profile.span_count for profile in wanted))
         findings: dict[str, list[Finding]] = {}
         progress.start("finding", len(wanted))
-        for profile in wanted:
-            if profile.trace_id not in findings:
-                findings[profile.trace_id] = find_all(profile, options)
+        found = map_in_order(lambda index: find_all(wanted[index], options), len(wanted), workers)
+        for profile, profile_findings in zip(wanted, found, strict=True):
+            findings[profile.trace_id] = profile_findings
             progress.advance()
         progress.start("statistics", 1)
         statistics = cross_run_statistics(
