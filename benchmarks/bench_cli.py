@@ -11,14 +11,21 @@ Generates two OTLP JSON exports of synthetic agent runs (see agent_traces.py) of
 Then runs, each as its own subprocess and alternating, ``--repeat`` times: the baseline (a
 Python process doing ``json.load`` of the file and nothing else) and each command, its output
 going to a file. For each it prints the wall time, spans per second and peak resident memory
-(``wait4``'s ``ru_maxrss``), each as a ratio to the baseline's in the same run, min and median of
+(the larger of ``wait4``'s ``ru_maxrss`` and the sampled sum over the process and its worker
+processes), each as a ratio to the baseline's in the same run, min and median of
 the runs, and whether the goals are met: >= 200,000 spans/s and < 1.5x ``json.load`` for
 ``analyze`` (JSON to standard output and to ``--output``, and text), ``export`` and ``report
 --summary-json``; < 2x for ``report --html`` and ``diff``; peak memory no higher than
 ``json.load``'s. ``diff`` reads the file twice (as baseline and candidate); its baseline loads it
-twice too.
+twice too. ``analyze`` runs with the default workers (one per core) and with ``--workers 1``.
+
+``--json-lines 2000000`` also writes a Collector file-exporter JSON Lines export of that many
+spans (100 spans a line, about 2,000 traces open at once) and runs ``analyze --on-disk`` on it,
+JSON and text, against a process reading every line with ``json.loads``; the goal is a peak
+below 3 GB.
 
     python benchmarks/bench_cli.py [--spans 200000] [--repeat 3] [--variant lean|heavy|both] [--content]
+        [--json-lines SPANS]
 """
 
 from __future__ import annotations
@@ -26,10 +33,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from agent_traces import generate_spans, otlp_document
+from agent_traces import generate_runs, generate_spans, otlp_document
 
 GOAL_SPANS_PER_S = 200_000
 GOAL_RATIO = 1.5
@@ -80,6 +89,72 @@ def write_export(path: Path, span_target: int, variant: str, content: bool) -> i
     return len(spans)
 
 
+def write_json_lines(path: Path, span_target: int) -> int:
+    """Write a Collector file-exporter export of ``span_target``+ lean spans: each line a batch of spans
+    of many traces (about 2,000 open at once), so no line holds a whole trace. The number of spans."""
+    rng = random.Random(17)
+    written = 0
+    batch = 0
+    with path.open("w", encoding="utf-8") as out:
+        while written < span_target:
+            window: list[dict[str, Any]] = []
+            for _ in range(10):  # 10 x 200 traces interleaved
+                start = 1_760_000_000_000_000_000 + batch * 10**13
+                for run in generate_runs(200, seed=7 + batch, start_ns=start, first_trace=batch * 200):
+                    window.extend(_lean(span) for span in run)
+                batch += 1
+            rng.shuffle(window)
+            for first in range(0, len(window), _SPANS_PER_LINE):
+                out.write(json.dumps(otlp_document(window[first : first + _SPANS_PER_LINE]), separators=(",", ":")))
+                out.write("\n")
+            written += len(window)
+    return written
+
+
+_SPANS_PER_LINE = 100
+GOAL_JSON_LINES_MB = 3_000
+# Reading every line and nothing else (the records are not kept: 2,000,000 spans of dicts would
+# not fit in the memory goal).
+BASELINE_LINES = "import json, sys\nfor line in open(sys.argv[1], 'rb'):\n    json.loads(line)"
+
+
+def run_json_lines(span_target: int, repeat: int, work: Path) -> None:
+    """``analyze`` on a JSON Lines export bigger than memory would allow in full: profiled on disk."""
+    path = work / "export.jsonl"
+    written = subprocess.run(
+        [sys.executable, __file__, "--write-json-lines", str(path), "--spans", str(span_target)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    spans = int(written.stdout)
+    size_mb = path.stat().st_size / 1e6
+    stdout = work / "stdout"
+    out = str(work / "out")
+    todo = [
+        ("analyze --format json (on disk)", [*CLI, "analyze", str(path), "--format", "json", "-o", out, "--on-disk"]),
+        ("analyze (text report, on disk)", [*CLI, "analyze", str(path), "-o", out, "--on-disk"]),
+    ]
+    baseline: list[tuple[float, float]] = []
+    runs: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in todo}
+    for _ in range(repeat):
+        baseline.append(timed([sys.executable, "-c", BASELINE_LINES, str(path)], stdout))
+        for label, argv in todo:
+            runs[label].append(timed(argv, stdout))
+    print(f"\n{spans:,} spans, {size_mb:,.0f} MB of OTLP JSON Lines ({_SPANS_PER_LINE} spans a line, traces spread")
+    print(f"over lines); min / median of {repeat} runs; goal: peak memory < {GOAL_JSON_LINES_MB:,} MB")
+    b_low, b_median, b_mb = _figures(baseline)
+    print(f"  {'json.loads of every line (baseline)':34} {b_low:6.2f} / {b_median:6.2f} s  peak {b_mb:,.0f} MB")
+    for label, _ in todo:
+        low, median, mb = _figures(runs[label])
+        verdict = "goal met" if mb < GOAL_JSON_LINES_MB else "goal missed"
+        print(
+            f"  {label:34} {low:6.2f} / {median:6.2f} s = {low / b_low:.2f}x / {median / b_median:.2f}x"
+            f"  {spans / low:>9,.0f} / {spans / median:>9,.0f} spans/s  peak {mb:,.0f} MB  {verdict}"
+        )
+    path.unlink()
+
+
 @dataclass(frozen=True)
 class Command:
     label: str
@@ -99,6 +174,12 @@ def commands(path: Path, work: Path) -> list[Command]:
         Command("analyze --format json > FILE", [*CLI, "analyze", file, "--format", "json"], GOAL_RATIO),
         Command("analyze --format json --output", [*CLI, "analyze", file, "--format", "json", "-o", out], GOAL_RATIO),
         Command("analyze (text report) > FILE", [*CLI, "analyze", file, "--no-progress"], GOAL_RATIO),
+        Command(
+            "analyze --format json, 1 worker",
+            [*CLI, "analyze", file, "--format", "json", "-o", out, "--workers", "1"],
+            GOAL_RATIO,
+        ),
+        Command("analyze (text), 1 worker", [*CLI, "analyze", file, "--no-progress", "--workers", "1"], GOAL_RATIO),
         Command("export --format speedscope", [*CLI, "export", file, "--format", "speedscope", "-o", out], GOAL_RATIO),
         Command(
             "report --summary-json",
@@ -112,20 +193,54 @@ def commands(path: Path, work: Path) -> list[Command]:
     ]
 
 
+def _tree_rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and all its descendants (worker processes), in MB."""
+    total_kb = 0
+    pending = [str(pid)]
+    while pending:
+        current = pending.pop()
+        try:
+            status = Path(f"/proc/{current}/status").read_text()
+            pending += Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total_kb += int(line.split()[1])
+    return total_kb / 1024
+
+
 def timed(argv: list[str], stdout_path: Path) -> tuple[float, float]:
-    """Wall time of ``argv`` (standard output to ``stdout_path``) and its peak resident memory (MB)."""
+    """Wall time of ``argv`` (standard output to ``stdout_path``) and its peak resident memory (MB).
+
+    The memory is the larger of the process's own peak (``wait4``) and the peak of the sum over
+    the process and its worker processes, sampled every 20 ms (pages shared after a fork are
+    counted in each process: an upper bound).
+    """
+    peak_tree = 0.0
     with stdout_path.open("wb") as stdout:
         started = time.perf_counter()
         process = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE)
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak_tree
+            while not done.wait(0.02):
+                peak_tree = max(peak_tree, _tree_rss_mb(process.pid))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         _, status, usage = os.wait4(process.pid, 0)
         elapsed = time.perf_counter() - started
+        done.set()
+        sampler.join()
     errors = process.stderr.read().decode(errors="replace") if process.stderr else ""
     if process.stderr:
         process.stderr.close()
     # diff exits 3 when it finds a regression; every exit above that, or a signal, is a failure.
     if not os.WIFEXITED(status) or os.WEXITSTATUS(status) not in (0, 3):
         raise SystemExit(f"{' '.join(argv)} failed ({status}): {errors[-2000:]}")
-    return elapsed, usage.ru_maxrss / 1024
+    return elapsed, max(usage.ru_maxrss / 1024, peak_tree)
 
 
 def _figures(runs: list[tuple[float, float]]) -> tuple[float, float, float]:
@@ -194,10 +309,21 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each command (default: %(default)s)")
     parser.add_argument("--variant", choices=("lean", "heavy", "both"), default="both", help="which export")
     parser.add_argument("--content", action="store_true", help="heavy export: with prompt and completion text")
+    parser.add_argument(
+        "--json-lines",
+        type=int,
+        default=0,
+        metavar="SPANS",
+        help="also analyse a Collector JSON Lines export of SPANS spans on disk (e.g. 2000000; 0: skip)",
+    )
     parser.add_argument("--write-export", metavar="PATH", help=argparse.SUPPRESS)
+    parser.add_argument("--write-json-lines", metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.write_export:
         print(write_export(Path(args.write_export), args.spans, args.variant, args.content))
+        return 0
+    if args.write_json_lines:
+        print(write_json_lines(Path(args.write_json_lines), args.spans))
         return 0
     variants = ["lean", "heavy"] if args.variant == "both" else [args.variant]
     print(f"goals: >= {GOAL_SPANS_PER_S:,} spans/s and < {GOAL_RATIO:g}x json.load (report --html, diff: ", end="")
@@ -206,6 +332,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as workdir:
         for variant in variants:
             run(args.spans, args.repeat, variant, args.content and variant == "heavy", Path(workdir))
+        if args.json_lines:
+            run_json_lines(args.json_lines, args.repeat, Path(workdir))
     return 0
 
 

@@ -4,6 +4,9 @@ Self time, critical path and category breakdowns (llm, tool, agent, retrieval, e
 memory, internal) of OpenTelemetry traces, with tokens and time to first token beside them.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
 from .adapters import TraceFile, read_trace_file
 from .core import (
@@ -26,9 +29,34 @@ from .core import (
     trace_to_dict,
 )
 from .errors import AgentProfilerError
-from .plugin.decorators import agent, agent_span, profiled_span, tool, tool_span, traced
-from .plugin.processor import AgentProfilerSpanProcessor
-from .plugin.wiring import install
+
+if TYPE_CHECKING:
+    from .plugin.decorators import agent, agent_span, profiled_span, tool, tool_span, traced
+    from .plugin.processor import AgentProfilerSpanProcessor
+    from .plugin.wiring import install
+
+# The in-process plugin loads the OpenTelemetry SDK: imported on first use, so that the command
+# line (which never needs it) starts a few hundred milliseconds sooner.
+_PLUGIN = {
+    "agent": "decorators",
+    "agent_span": "decorators",
+    "profiled_span": "decorators",
+    "tool": "decorators",
+    "tool_span": "decorators",
+    "traced": "decorators",
+    "AgentProfilerSpanProcessor": "processor",
+    "install": "wiring",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _PLUGIN.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".plugin.{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CATEGORIES",
@@ -61,3 +89,7 @@ __all__ = [
     "trace_to_dict",
     "traced",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

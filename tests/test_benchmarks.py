@@ -35,13 +35,15 @@ def test_analysis_benchmark_prints_ratio_and_throughput() -> None:
 
 @pytest.mark.e2e
 def test_cli_benchmark_prints_every_command_as_ratios_to_json_load() -> None:
-    out = bench("bench_cli.py", "--spans", "2000", "--repeat", "2")
+    out = bench("bench_cli.py", "--spans", "2000", "--repeat", "2", "--json-lines", "3000")
     assert out.count("json.load (baseline)") == 2, out
     assert "(lean)" in out and "(heavy)" in out, out
     for command in (
         "analyze --format json > FILE",
         "analyze --format json --output",
         "analyze (text report) > FILE",
+        "analyze --format json, 1 worker",
+        "analyze (text), 1 worker",
         "export --format speedscope",
         "report --summary-json",
         "report --html",
@@ -54,8 +56,17 @@ def test_cli_benchmark_prints_every_command_as_ratios_to_json_load() -> None:
             re.M,
         )
         assert len(figures) == 2, (command, out)
-    spans = [int(n.replace(",", "")) for n in re.findall(r"^([\d,]+) spans, [\d.]+ MB of OTLP JSON", out, re.M)]
+    spans = [int(n.replace(",", "")) for n in re.findall(r"^([\d,]+) spans, [\d.]+ MB of OTLP JSON \(", out, re.M)]
     assert len(spans) == 2 and min(spans) >= 2000, out
+    # The JSON Lines export, profiled on disk.
+    assert re.search(r"^[\d,]+ spans, [\d,]+ MB of OTLP JSON Lines", out, re.M), out
+    for command in ("analyze --format json (on disk)", "analyze (text report, on disk)"):
+        assert re.search(
+            re.escape(command) + r"\s+[\d.]+ / +[\d.]+ s = [\d.]+x / [\d.]+x +[\d,]+ / +[\d,]+ spans/s"
+            r"  peak [\d,]+ MB  goal (met|missed)$",
+            out,
+            re.M,
+        ), (command, out)
 
 
 @pytest.mark.e2e
