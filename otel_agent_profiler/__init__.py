@@ -4,8 +4,9 @@ Self time, critical path and category breakdowns (llm, tool, agent, retrieval, e
 memory, internal) of OpenTelemetry traces, with tokens and time to first token beside them.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from ._version import __version__
 from .adapters import TraceFile, read_trace_file
@@ -30,7 +31,7 @@ from .core import (
 )
 from .errors import AgentProfilerError
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from .plugin.decorators import agent, agent_span, profiled_span, tool, tool_span, traced
     from .plugin.processor import AgentProfilerSpanProcessor
     from .plugin.wiring import install
@@ -49,11 +50,11 @@ _PLUGIN = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     module = _PLUGIN.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".plugin.{module}", __name__), name)
+    value = getattr(_importlib.import_module(f".plugin.{module}", __name__), name)
     globals()[name] = value
     return value
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,9 @@ STDLIB_FOR_CORE = {"__future__", "collections", "dataclasses", "enum", "math", "
 
 
 def test_exported_members_are_exactly_all() -> None:
+    # The plugin's names are imported on first use: use them all first.
+    for name in otel_agent_profiler.__all__:
+        getattr(otel_agent_profiler, name)
     public = {name for name in vars(otel_agent_profiler) if not name.startswith("_") and name != "annotations"}
     # Submodules show up as attributes once imported; they are not the public API.
     modules = {name for name in public if name in SUBMODULES}
@@ -46,3 +51,10 @@ def test_bad_input_errors_share_one_exported_base_and_stay_value_errors() -> Non
         kind_of(99)
     with pytest.raises(otel_agent_profiler.AgentProfilerError, match="is not a 16-digit hex id"):
         normalize_id("not an id", 8, "spanId")
+
+
+def test_importing_the_package_does_not_load_the_sdk() -> None:
+    # The command line never needs the SDK plugin; loading it costs every run a few hundred ms.
+    code = "import sys, otel_agent_profiler.cli; print('opentelemetry.sdk.trace' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
