@@ -97,3 +97,19 @@ def test_analytics_and_diff_benchmarks_print_their_figures() -> None:
     assert re.search(r"report --html, end to end\s+[\d.]+ s = [\d.]+x .*peak [\d,]+ MB; page [\d.]+ MB", report), report
     assert re.search(r"--summary-json, end to end\s+[\d.]+ s = [\d.]+x .*summary [\d.]+ MB", report), report
     assert re.search(r"one trace of 2,\d{3} spans: page [\d.]+ MB  ok", report), report
+
+
+@pytest.mark.e2e
+def test_serve_soak_benchmark_prints_the_rss_ratio_and_what_was_delivered() -> None:
+    out = bench(
+        "bench_serve_soak.py", "--duration", "6", "--rate", "1000", "--sample-interval", "0.25", "--pool-spans", "2000"
+    )
+    rss = r"^RSS: first half [\d.]+ MB .* = \d+\.\d\dx \(plateau: (yes|NO), goal <= 1\.10x\)"
+    assert re.search(rss, out, re.M), out
+    assert re.search(r"^rate: [\d,]+ spans/s achieved = \d\.\d\dx the target$", out, re.M), out
+    counts = r"^spans: sent ([\d,]+) \(acknowledged by serve\), delivered ([\d,]+) .*, lost ([\d,]+);"
+    match = re.search(counts, out, re.M)
+    assert match, out
+    sent, delivered, lost = (int(group.replace(",", "")) for group in match.groups())
+    assert sent >= 3000 and delivered == sent and lost == 0, out
+    assert "serve exited 0" in out, out

@@ -350,12 +350,12 @@ def test_tier1_routes_traces_by_trace_id_to_the_profilers() -> None:
     assert loadbalancing["routing_key"] == "traceID"
     assert "otlp" in loadbalancing["protocol"]
     assert "endpoint" not in loadbalancing["protocol"]["otlp"], "the resolver supplies the endpoints"
-    hostnames = loadbalancing["resolver"]["static"]["hostnames"]
-    assert len(hostnames) >= 2
-    assert len(set(hostnames)) == len(hostnames)
-    for hostname in hostnames:
-        # Tier 2 is `otel-agent-profiler serve`, listening for OTLP/gRPC on 4317.
-        assert _host_port(hostname)[1] == OTLP_GRPC_PORT, hostname
+    # Tier 2 is `otel-agent-profiler serve`, listening for OTLP/gRPC on 4317, found by DNS (a compose
+    # service scaled to several replicas, or a headless Service: tests/test_deploy.py).
+    dns = loadbalancing["resolver"]["dns"]
+    assert dns["port"] == OTLP_GRPC_PORT
+    assert dns["hostname"] in _services(), f"{dns['hostname']} is no compose service"
+    assert OTLP_GRPC_PORT in _container_ports(_services()[dns["hostname"]])
     for pipeline_id, pipeline in config["service"]["pipelines"].items():
         exports = {_component_type(exporter) for exporter in pipeline["exporters"]}
         if pipeline_id.startswith("traces"):
@@ -419,7 +419,10 @@ def _command_flag(service: dict[str, Any], flag: str) -> str:
 
 
 def _collector_service() -> tuple[str, dict[str, Any]]:
-    return _service_by_image("otel/opentelemetry-collector-contrib:")
+    """The upstream collector, `otelcol` (tier 1 of the scale-out profile runs the same image)."""
+    collector = _services()["otelcol"]
+    assert str(collector["image"]).startswith("otel/opentelemetry-collector-contrib:")
+    return "otelcol", collector
 
 
 def _tempo_grpc_port() -> int:
