@@ -7,7 +7,8 @@ import argparse
 import msgspec
 
 from ..core import TraceProfile
-from ..offline import load_profiles
+from ..core.pricing import PriceTable
+from ..offline import cyclic_gc_paused, load_profiles
 from . import arguments
 from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, PROG, error, write_output
 
@@ -56,13 +57,18 @@ def _selected(profiles: list[TraceProfile], wanted_ids: list[str]) -> list[Trace
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report.chrome_trace import to_chrome_trace
-    from ..report.speedscope import to_speedscope
-
     inputs = arguments.offline_inputs(args)
     if inputs is None:
         return EXIT_BAD_INPUT
-    files, prices, folder_problems = inputs
+    # The profiles live to the end: the cyclic collector would only traverse them again and again.
+    with cyclic_gc_paused():
+        return _run(args, *inputs)
+
+
+def _run(args: argparse.Namespace, files: list[str], prices: PriceTable, folder_problems: list[str]) -> int:
+    from ..report.chrome_trace import to_chrome_trace
+    from ..report.speedscope import to_speedscope
+
     loaded = load_profiles(files, prices=prices, on_error_line=error)
     profiles: list[TraceProfile] | None = loaded.profiles
     if args.trace:
