@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -306,9 +306,6 @@ class Exported:
     main: TraceProfile
     live: dict[str, dict[str, Any]]  # span id -> its attributes as exported (with ours)
     scopes: dict[str, str]  # span id -> the name of the instrumentation scope that wrote it
-
-    def spans(self) -> Iterator[SpanProfile]:
-        return iter(self.main.spans)
 
 
 def read_export(path: Path, trace_id: str) -> Exported:

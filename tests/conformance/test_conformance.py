@@ -8,13 +8,20 @@ the tests below share the run.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 from backends import artifact_dir
 from harness import (
     FAST_TOOL,
     PREFIX,
+    ROOT,
     ROOT_SPAN,
     SLOW_TOOL,
     TTFT_EARLY_SLACK_S,
@@ -88,7 +95,7 @@ KNOWN_DOUBLE_COUNTS = {
 }
 
 
-def with_known_double_counts(counts_tokens: bool) -> list:  # type: ignore[type-arg]
+def with_known_double_counts(counts_tokens: bool) -> list[Any]:
     params = []
     for source in SOURCES:
         for mode in MODES:
@@ -106,6 +113,7 @@ def with_known_double_counts(counts_tokens: bool) -> list:  # type: ignore[type-
 class Run:
     exported: Exported
     calls: list[ServerCall]
+    export_file: Path
 
 
 _runs: dict[tuple[str, str], Run] = {}
@@ -123,7 +131,7 @@ def profiled(source: Source, mode: str) -> Run:
         exported = read_export(export, trace_id)
         assert [s.name for s in exported.main.roots] == [ROOT_SPAN], "one trace, under the app's root span"
         assert len(calls) == 3 and sum(c.stream for c in calls) == 1, "the app's three calls reached the server"
-        _runs[key] = Run(exported, calls)
+        _runs[key] = Run(exported, calls, export)
     return _runs[key]
 
 
@@ -208,3 +216,22 @@ def test_live_attributes_match_the_offline_analysis(source: Source, mode: str) -
     for kind, count in profile.tokens.to_dict().items():
         if kind != "total" and count:
             assert root[f"{PREFIX}trace.tokens.{kind}"] == count, kind
+
+
+@pytest.mark.parametrize(("source", "mode"), PARAMS)
+def test_command_line_reads_the_exported_file_alike(source: Source, mode: str) -> None:
+    run = profiled(source, mode)
+    proc = subprocess.run(
+        [sys.executable, "-m", "otel_agent_profiler", "analyze", "--format", "json", str(run.export_file)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    traces = {t["trace_id"]: t for t in json.loads(proc.stdout)["traces"]}
+    profile = run.exported.main
+    reported = traces[profile.trace_id]
+    assert reported["llm_calls"] == profile.llm_calls
+    assert reported["tokens_by_model"] == {m: u.to_dict() for m, u in sorted(profile.tokens_by_model.items())}
