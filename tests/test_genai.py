@@ -188,6 +188,25 @@ def test_operation_of(category: str, name: str, attributes: dict[str, object], e
             id="gen_ai.usage.details.reasoning_tokens-slow-path",
         ),
         pytest.param(
+            {
+                "gen_ai.usage.input_tokens": 1200,
+                "gen_ai.usage.output_tokens": 40,
+                "gen_ai.usage.details.cache_read_tokens": 1088,
+            },
+            TokenUsage(input=1200, output=40, cached_input=1088),
+            id="gen_ai.usage.details.cache_read_tokens-pydantic-ai",
+        ),
+        pytest.param(
+            {
+                "gen_ai.usage.input_tokens": 1201,
+                "gen_ai.usage.output_tokens": 41,
+                "gen_ai.usage.cache_read.input_tokens": 1024,
+                "gen_ai.usage.details.cache_read_tokens": 999,
+            },
+            TokenUsage(input=1201, output=41, cached_input=1024),
+            id="gen_ai.usage.cache_read.input_tokens-beats-details",
+        ),
+        pytest.param(
             # OpenInference (openai, openai-agents, langchain, llama-index, smolagents)
             {
                 "llm.token_count.prompt": 1100,

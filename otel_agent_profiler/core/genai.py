@@ -25,6 +25,8 @@ _CACHED_INPUT_TOKEN_KEYS = (
     "gen_ai.usage.cache_read.input_tokens",
     "gen_ai.usage.cache_read_input_tokens",
     "llm.token_count.prompt_details.cache_read",
+    # pydantic-ai, besides gen_ai.usage.cache_read.input_tokens
+    "gen_ai.usage.details.cache_read_tokens",
 )
 _REASONING_TOKEN_KEYS = (
     "gen_ai.usage.reasoning.output_tokens",
@@ -179,6 +181,8 @@ def token_usage_of(attributes: Mapping[str, AttributeValue], unusable: list[str]
         and -_COUNT_LIMIT < output_tokens < _COUNT_LIMIT
     ):
         cached = attributes.get("gen_ai.usage.cache_read.input_tokens")
+        if cached is None:
+            cached = attributes.get("gen_ai.usage.details.cache_read_tokens")
         reasoning = attributes.get("gen_ai.usage.reasoning.output_tokens")
         if reasoning is None:
             reasoning = attributes.get("gen_ai.usage.reasoning_tokens")
