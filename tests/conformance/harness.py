@@ -188,12 +188,10 @@ def run_app(source: Source, mode: str, llm_url: str, otlp_url: str, log_dir: Pat
         OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
         OTEL_METRICS_EXPORTER="none",
         OTEL_LOGS_EXPORTER="none",
-        OTEL_AGENT_PROFILER_METRICS_ENABLED="false",
-        # frameworks' own telemetry and update checks stay off (no network but the fake server's)
-        OPENAI_AGENTS_DISABLE_TRACING_EXPORT="1",
+        # frameworks' own tracing services and model hubs stay out (no network but the fake server's); the
+        # Agents SDK's export to its service is replaced by the OpenInference instrumentor (exclusive by default)
         LANGCHAIN_TRACING_V2="false",
         HF_HUB_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
     )
     env.update(source.env)
     proc = subprocess.run(

@@ -8,6 +8,8 @@ from openai import AsyncOpenAI
 
 
 def instrument() -> None:
+    # The instrumentor takes the place of the SDK's own trace processor (exclusive by default), so nothing is
+    # sent to OpenAI's tracing service.
     if common.zero_code():
         return  # opentelemetry-instrument loaded the instrumentor
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
