@@ -450,7 +450,8 @@ class FakeOpenAIServer:
     Use as ``with FakeOpenAIServer(time_scale=0.05) as server: OpenAI(base_url=server.base_url, api_key="x")``.
     ``requests`` is the log of what was asked (no bodies): one dict per request with ``method``, ``path``,
     ``status``, ``model``, ``stream``, ``started``/``first_token``/``finished`` (``time.monotonic()``),
-    ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``reasoning_tokens``, ``finish_reason``,
+    ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``reasoning_tokens``, ``usage_sent`` (whether the
+    response carried the usage: always for plain calls, on request for streams), ``finish_reason``,
     ``tool_calls`` (names), ``inputs`` (embeddings), ``traceparent`` (the W3C header, if the client sent one),
     ``error`` (the error code, if any) and ``aborted`` (the client hung up mid-response).
     """
@@ -586,6 +587,7 @@ class FakeOpenAIServer:
             "completion_tokens": 0,
             "cached_tokens": 0,
             "reasoning_tokens": 0,
+            "usage_sent": False,
             "finish_reason": None,
             "tool_calls": [],
             "inputs": 0,
@@ -1050,6 +1052,7 @@ class _Handler(BaseHTTPRequestHandler):
         first_token_at = entry["started"] + fake._ttft(model, prompt_tokens - cached, plan.reasoning_tokens)
         decode = fake._decode(model)
         include_usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage")
+        fake._update(entry, usage_sent=bool(include_usage) or not stream)
         if stream:
             self._stream_chat(entry, plan, common, usage, prefixes, first_token_at, decode, bool(include_usage))
         else:

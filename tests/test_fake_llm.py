@@ -626,3 +626,20 @@ def test_module_entry_point_serves_until_terminated() -> None:
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+def test_request_log_says_whether_the_usage_was_sent() -> None:
+    from openai import OpenAI
+
+    with FakeOpenAIServer(time_scale=0) as server:
+        client = OpenAI(base_url=server.base_url, api_key="x")
+        messages = [{"role": "user", "content": "hi"}]
+        client.chat.completions.create(model="gpt-4o-mini", messages=messages)
+        for _ in client.chat.completions.create(model="gpt-4o-mini", messages=messages, stream=True):
+            pass
+        options = {"include_usage": True}
+        for _ in client.chat.completions.create(
+            model="gpt-4o-mini", messages=messages, stream=True, stream_options=options
+        ):
+            pass
+    assert [entry["usage_sent"] for entry in server.requests] == [True, False, True]

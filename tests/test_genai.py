@@ -157,6 +157,67 @@ def test_operation_of(category: str, name: str, attributes: dict[str, object], e
             id="gen_ai.usage.reasoning_tokens",
         ),
         pytest.param(
+            # pydantic-ai: the provider's usage details under gen_ai.usage.details.*
+            {
+                "gen_ai.usage.input_tokens": 82,
+                "gen_ai.usage.output_tokens": 402,
+                "gen_ai.usage.details.reasoning_tokens": 322,
+                "gen_ai.usage.cache_read.input_tokens": 64,
+            },
+            TokenUsage(input=82, output=402, cached_input=64, reasoning=322),
+            id="gen_ai.usage.details.reasoning_tokens-pydantic-ai",
+        ),
+        pytest.param(
+            {
+                "gen_ai.usage.input_tokens": 83,
+                "gen_ai.usage.output_tokens": 403,
+                "gen_ai.usage.reasoning.output_tokens": 323,
+                "gen_ai.usage.details.reasoning_tokens": 999,
+            },
+            TokenUsage(input=83, output=403, reasoning=323),
+            id="gen_ai.usage.reasoning.output_tokens-beats-details",
+        ),
+        pytest.param(
+            # the slow path (a count as a string) reads the same spelling
+            {
+                "gen_ai.usage.input_tokens": "84",
+                "gen_ai.usage.output_tokens": 404,
+                "gen_ai.usage.details.reasoning_tokens": 324,
+            },
+            TokenUsage(input=84, output=404, reasoning=324),
+            id="gen_ai.usage.details.reasoning_tokens-slow-path",
+        ),
+        pytest.param(
+            {
+                "gen_ai.usage.input_tokens": 1200,
+                "gen_ai.usage.output_tokens": 40,
+                "gen_ai.usage.details.cache_read_tokens": 1088,
+            },
+            TokenUsage(input=1200, output=40, cached_input=1088),
+            id="gen_ai.usage.details.cache_read_tokens-pydantic-ai",
+        ),
+        pytest.param(
+            {
+                "gen_ai.usage.input_tokens": 1201,
+                "gen_ai.usage.output_tokens": 41,
+                "gen_ai.usage.cache_read.input_tokens": 1024,
+                "gen_ai.usage.details.cache_read_tokens": 999,
+            },
+            TokenUsage(input=1201, output=41, cached_input=1024),
+            id="gen_ai.usage.cache_read.input_tokens-beats-details",
+        ),
+        pytest.param(
+            # OpenInference (openai, openai-agents, langchain, llama-index, smolagents)
+            {
+                "llm.token_count.prompt": 1100,
+                "llm.token_count.completion": 60,
+                "llm.token_count.prompt_details.cache_read": 1024,
+                "llm.token_count.completion_details.reasoning": 18,
+            },
+            TokenUsage(input=1100, output=60, cached_input=1024, reasoning=18),
+            id="llm.token_count.prompt_details.cache_read/completion_details.reasoning-openinference",
+        ),
+        pytest.param(
             {"gen_ai.usage.input_tokens": 10},
             TokenUsage(input=10),
             id="input-only",
@@ -237,6 +298,28 @@ START = 1_700_000_000_000_000_000
         pytest.param({}, [], None, id="no-chunk"),
         pytest.param({}, [SpanEvent("gen_ai.content.prompt", START + 5)], None, id="only-non-chunk-events"),
         pytest.param({"gen_ai.response.time_to_first_chunk": -1.0}, [], None, id="negative-attribute-ignored"),
+        pytest.param(
+            # pydantic-ai writes the GenAI metric's name on the span, in seconds
+            {"gen_ai.client.operation.time_to_first_chunk": 0.0625},
+            [],
+            62_500_000,
+            id="client-operation-ttfc-attribute-seconds-pydantic-ai",
+        ),
+        pytest.param(
+            {"gen_ai.response.time_to_first_chunk": 0.5, "gen_ai.client.operation.time_to_first_chunk": 0.25},
+            [],
+            500_000_000,
+            id="response-ttfc-beats-client-operation-ttfc",
+        ),
+        pytest.param(
+            {"gen_ai.response.time_to_first_chunk": -1.0, "gen_ai.client.operation.time_to_first_chunk": 0.25},
+            [],
+            250_000_000,
+            id="unusable-response-ttfc-falls-back-to-client-operation-ttfc",
+        ),
+        pytest.param(
+            {"gen_ai.client.operation.time_to_first_chunk": float("nan")}, [], None, id="nan-client-operation-ttfc"
+        ),
     ],
 )
 def test_time_to_first_token_ns(attributes: dict[str, object], events: list[SpanEvent], expected: int | None) -> None:

@@ -25,14 +25,20 @@ _CACHED_INPUT_TOKEN_KEYS = (
     "gen_ai.usage.cache_read.input_tokens",
     "gen_ai.usage.cache_read_input_tokens",
     "llm.token_count.prompt_details.cache_read",
+    # pydantic-ai, besides gen_ai.usage.cache_read.input_tokens
+    "gen_ai.usage.details.cache_read_tokens",
 )
 _REASONING_TOKEN_KEYS = (
     "gen_ai.usage.reasoning.output_tokens",
     "gen_ai.usage.reasoning_tokens",
+    # pydantic-ai copies the provider's usage details under gen_ai.usage.details.*
+    "gen_ai.usage.details.reasoning_tokens",
     "llm.token_count.completion_details.reasoning",
 )
 _STREAMING_KEYS = ("gen_ai.is_streaming", "llm.is_streaming", "gen_ai.request.stream")
-_TTFC_SECONDS_KEY = "gen_ai.response.time_to_first_chunk"
+# Seconds, as span attributes: the GenAI convention's attribute, and the name of its metric,
+# which pydantic-ai writes on the span as well.
+_TTFC_SECONDS_KEYS = ("gen_ai.response.time_to_first_chunk", "gen_ai.client.operation.time_to_first_chunk")
 
 #: Span events that mark a streamed chunk arriving (OpenLLMetry, OpenInference, our decorators).
 CHUNK_EVENT_NAMES = frozenset(
@@ -171,9 +177,13 @@ def token_usage_of(attributes: Mapping[str, AttributeValue], unusable: list[str]
         and -_COUNT_LIMIT < output_tokens < _COUNT_LIMIT
     ):
         cached = attributes.get("gen_ai.usage.cache_read.input_tokens")
+        if cached is None:
+            cached = attributes.get("gen_ai.usage.details.cache_read_tokens")
         reasoning = attributes.get("gen_ai.usage.reasoning.output_tokens")
         if reasoning is None:
             reasoning = attributes.get("gen_ai.usage.reasoning_tokens")
+            if reasoning is None:
+                reasoning = attributes.get("gen_ai.usage.details.reasoning_tokens")
         if (cached is None or (type(cached) is int and _usable_count(cached))) and (
             reasoning is None or (type(reasoning) is int and _usable_count(reasoning))
         ):
@@ -209,11 +219,11 @@ def time_to_first_token_ns(
                 first = event.time_ns
         if first is not None:
             return max(0, first - start_ns)
-    seconds = attributes.get(_TTFC_SECONDS_KEY)
-    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0:
-        # A NaN fails the comparison above; an infinity, or a float too large for the product, is no time.
-        nanoseconds = seconds * 1e9
-        if math.isfinite(nanoseconds):
-            return round(nanoseconds)
-    return None
+    for key in _TTFC_SECONDS_KEYS:
+        seconds = attributes.get(key)
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0:
+            # A NaN fails the comparison above; an infinity, or a float too large for the product, is no time.
+            nanoseconds = seconds * 1e9
+            if math.isfinite(nanoseconds):
+                return round(nanoseconds)
     return None

@@ -1,0 +1,237 @@
+"""Conformance: real agent frameworks and instrumentations, profiled live (processor and zero-code) and offline.
+
+For each source, a small agent (two parallel tools, one clearly slower, and a final call, then a streamed call)
+runs in the source's own virtual environment against the bundled fake OpenAI server; see harness.py for how, and
+README's compatibility table for the versions and what each source leaves out. Each (source, mode) runs once;
+the tests below share the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from backends import artifact_dir
+from harness import (
+    FAST_TOOL,
+    PREFIX,
+    ROOT,
+    ROOT_SPAN,
+    SLOW_TOOL,
+    TTFT_EARLY_SLACK_S,
+    TTFT_LATE_SLACK_S,
+    Exported,
+    OtlpFileSink,
+    ServerCall,
+    Source,
+    counted_llm_calls,
+    expected_tokens_by_model,
+    read_export,
+    records_of,
+    reported_by_family,
+    run_app,
+    server_calls,
+    tool_span,
+)
+
+from demo.fake_llm import FakeOpenAIServer
+from otel_agent_profiler import SpanProfile, TokenUsage
+
+pytestmark = [pytest.mark.e2e, pytest.mark.conformance]
+
+TIME_SCALE = 0.25
+MODES = ("processor", "zero-code")
+OPENINFERENCE = "openinference.instrumentation."
+
+SOURCES = [
+    Source("pydantic-ai", "pydantic_ai_app.py", "frameworks", "pydantic-ai"),
+    Source("openai-agents", "openai_agents_app.py", "frameworks", OPENINFERENCE + "openai_agents"),
+    Source("langgraph", "langgraph_app.py", "frameworks", OPENINFERENCE + "langchain"),
+    # its agent's spans are CHAIN spans (FunctionAgent.run), no AGENT
+    Source("llama-index", "llama_index_app.py", "openai2", OPENINFERENCE + "llama_index", categories=frozenset()),
+    Source("smolagents", "smolagents_app.py", "frameworks", OPENINFERENCE + "smolagents"),
+    Source(
+        "openai-openinference",
+        "openai_client_app.py",
+        "frameworks",
+        OPENINFERENCE + "openai",
+        env={"CONFORMANCE_INSTRUMENTATION": "openinference"},
+    ),
+    Source(
+        "openai-v2",
+        "openai_client_app.py",
+        "openai2",
+        "opentelemetry.util.genai.handler",
+        env={"CONFORMANCE_INSTRUMENTATION": "openai-v2"},
+    ),
+    Source(
+        "openai-traceloop",
+        "openai_client_app.py",
+        "main",
+        "opentelemetry.instrumentation.openai.v1",
+        env={"CONFORMANCE_INSTRUMENTATION": "traceloop"},
+    ),
+]
+PARAMS = [pytest.param(source, mode, id=f"{source.name}-{mode}") for source in SOURCES for mode in MODES]
+
+# Defects of ours these sources show, left to other work; each test it breaks is marked (strict: it fails once fixed).
+_SIBLING_LLM_SPANS = (
+    "two LLM spans describing one call side by side (not nested) are counted as two calls: the OpenAI "
+    "instrumentations' spans do not nest under {framework}'s own LLM span"
+)
+KNOWN_DOUBLE_COUNTS = {
+    ("langgraph", "zero-code"): _SIBLING_LLM_SPANS.format(framework="LangChain"),
+    ("llama-index", "zero-code"): _SIBLING_LLM_SPANS.format(framework="LlamaIndex's streamed call"),
+    ("llama-index", "processor"): (
+        "llama-index's OpenInference instrumentation marks OpenAI._prepare_chat_with_tools (no model call) "
+        "as an LLM span, and the analysis counts it as a call"
+    ),
+}
+
+
+def with_known_double_counts(counts_tokens: bool) -> list[Any]:
+    params = []
+    for source in SOURCES:
+        for mode in MODES:
+            reason = KNOWN_DOUBLE_COUNTS.get((source.name, mode))
+            # the _prepare_chat_with_tools spans carry no tokens: they break the count, not the totals
+            if reason and (not counts_tokens or "_prepare_chat_with_tools" not in reason):
+                marks = [pytest.mark.xfail(reason=reason, strict=True)]
+            else:
+                marks = []
+            params.append(pytest.param(source, mode, id=f"{source.name}-{mode}", marks=marks))
+    return params
+
+
+@dataclass
+class Run:
+    exported: Exported
+    calls: list[ServerCall]
+    export_file: Path
+
+
+_runs: dict[tuple[str, str], Run] = {}
+
+
+def profiled(source: Source, mode: str) -> Run:
+    """Run ``source``'s app in ``mode`` (once per session) and read what it exported."""
+    key = (source.name, mode)
+    if key not in _runs:
+        log_dir = artifact_dir("conformance", source.name, mode)
+        export = log_dir / "export.jsonl"
+        with FakeOpenAIServer(time_scale=TIME_SCALE) as server, OtlpFileSink(export) as sink:
+            trace_id = run_app(source, mode, server.base_url, sink.url, log_dir)
+            calls = server_calls(server.requests)
+        exported = read_export(export, trace_id)
+        assert [s.name for s in exported.main.roots] == [ROOT_SPAN], "one trace, under the app's root span"
+        assert len(calls) == 3 and sum(c.stream for c in calls) == 1, "the app's three calls reached the server"
+        _runs[key] = Run(exported, calls, export)
+    return _runs[key]
+
+
+def calls_and_spans(run: Run) -> list[tuple[SpanProfile, ServerCall]]:
+    return counted_llm_calls(run.exported.main, run.calls, run.exported.scopes)
+
+
+@pytest.mark.parametrize(("source", "mode"), PARAMS)
+def test_categories(source: Source, mode: str) -> None:
+    profile = profiled(source, mode).exported.main
+    present = {s.category for s in profile.spans}
+    assert {"llm", "tool", *source.categories} <= present, present
+    for name in (SLOW_TOOL, FAST_TOOL):
+        assert tool_span(profile, name).category == "tool"
+
+
+@pytest.mark.parametrize(("source", "mode"), PARAMS)
+def test_critical_path_takes_the_slower_parallel_tool(source: Source, mode: str) -> None:
+    profile = profiled(source, mode).exported.main
+    slow, fast = tool_span(profile, SLOW_TOOL), tool_span(profile, FAST_TOOL)
+    overlap = min(slow.end_ns, fast.end_ns) - max(slow.start_ns, fast.start_ns)
+    assert overlap > 0, "the framework ran the two tools one after the other, not in parallel"
+    assert slow.on_critical_path, "the slower parallel tool is on the critical path"
+    assert not fast.on_critical_path, "the faster parallel tool is off the critical path"
+    last = max((s for s in profile.spans if s.category == "llm"), key=lambda s: s.end_ns)
+    assert last.on_critical_path, "the last LLM call is on the critical path"
+
+
+@pytest.mark.parametrize(("source", "mode"), with_known_double_counts(counts_tokens=True))
+def test_tokens_per_model_each_call_once(source: Source, mode: str) -> None:
+    run = profiled(source, mode)
+    profile, scopes = run.exported.main, run.exported.scopes
+    pairs = calls_and_spans(run)
+    producers = {scopes[span.span_id] for span, _ in pairs}
+    if mode == "processor":
+        assert producers == {source.producer}, producers
+    expected = expected_tokens_by_model(pairs, scopes)
+    assert reported_by_family(profile.tokens_by_model) == expected
+    total = TokenUsage()
+    for usage in expected.values():
+        total.add(usage)
+    assert profile.tokens == total, "trace totals count each call once"
+
+
+@pytest.mark.parametrize(("source", "mode"), with_known_double_counts(counts_tokens=False))
+def test_llm_calls_counted_once(source: Source, mode: str) -> None:
+    run = profiled(source, mode)
+    counted = [s.name for s in run.exported.main.spans if s.category == "llm" and s.counted]
+    assert run.exported.main.llm_calls == len(run.calls), f"the server answered {len(run.calls)} calls: {counted}"
+
+
+@pytest.mark.parametrize(("source", "mode"), PARAMS)
+def test_time_to_first_token_of_the_stream(source: Source, mode: str) -> None:
+    run = profiled(source, mode)
+    profile, scopes = run.exported.main, run.exported.scopes
+    stream = next(call for call in run.calls if call.stream)
+    assert stream.ttft_s is not None
+    llm = [s for s in profile.spans if s.category == "llm"]
+    timed = [s for s in llm if s.time_to_first_token_ns is not None]
+    if not any(records_of(scopes[s.span_id]).ttft for s in llm):
+        assert not timed, "none of the trace's instrumentations records a time to first token"
+        return
+    assert timed, "the streamed call's time to first token"
+    for span in timed:
+        assert span.time_to_first_token_ns is not None
+        ttft_s = span.time_to_first_token_ns / 1e9
+        assert stream.ttft_s - TTFT_EARLY_SLACK_S <= ttft_s <= stream.ttft_s + TTFT_LATE_SLACK_S, (ttft_s, stream)
+        if records_of(scopes[span.span_id]).span_covers_stream:
+            assert span.time_to_first_token_ns <= span.duration_ns
+
+
+@pytest.mark.parametrize(("source", "mode"), PARAMS)
+def test_live_attributes_match_the_offline_analysis(source: Source, mode: str) -> None:
+    exported = profiled(source, mode).exported
+    profile = exported.main
+    for span in profile.spans:
+        live = exported.live[span.span_id]
+        assert live.get(f"{PREFIX}category") == span.category, span
+        assert live.get(f"{PREFIX}on_critical_path") == span.on_critical_path, span
+    root = exported.live[profile.roots[0].span_id]
+    assert root[f"{PREFIX}trace.llm_calls"] == profile.llm_calls
+    for kind, count in profile.tokens.to_dict().items():
+        if kind != "total" and count:
+            assert root[f"{PREFIX}trace.tokens.{kind}"] == count, kind
+
+
+@pytest.mark.parametrize(("source", "mode"), PARAMS)
+def test_command_line_reads_the_exported_file_alike(source: Source, mode: str) -> None:
+    run = profiled(source, mode)
+    proc = subprocess.run(
+        [sys.executable, "-m", "otel_agent_profiler", "analyze", "--format", "json", str(run.export_file)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    traces = {t["trace_id"]: t for t in json.loads(proc.stdout)["traces"]}
+    profile = run.exported.main
+    reported = traces[profile.trace_id]
+    assert reported["llm_calls"] == profile.llm_calls
+    assert reported["tokens_by_model"] == {m: u.to_dict() for m, u in sorted(profile.tokens_by_model.items())}
