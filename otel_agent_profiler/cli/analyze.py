@@ -9,12 +9,12 @@ from typing import Any
 
 from ..core import TraceProfile, trace_to_dict
 from ..core.findings import Finding, WhatIfProjection, combined_projection, find_all
-from ..offline import cyclic_gc_paused, load_profiles
+from ..offline import cyclic_gc_paused
 from ..report.cross_trace import DEFAULT_TOP, MANY_TRACES, render_many_traces
 from ..report.json_stream import write_document
 from ..report.progress import Progress, progress_enabled
 from ..report.text import can_draw
-from . import arguments, budgets
+from . import arguments, budgets, sources
 from .arguments import (
     EXIT_BAD_INPUT,
     EXIT_BUDGET_EXCEEDED,
@@ -70,6 +70,7 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
     analyze.add_argument("--ascii", action="store_true", help="text format: draw with ASCII characters only")
     arguments.add_prices_option(analyze)
     arguments.add_progress_option(analyze)
+    sources.add_store_options(analyze)
     analyze.add_argument(
         "--prefix-cache",
         action="store_true",
@@ -130,13 +131,15 @@ def _trace_dicts(
 
 
 def run(args: argparse.Namespace) -> int:
-    inputs = arguments.offline_inputs(args)
+    inputs = sources.offline_inputs(args)
     if inputs is None:
         return EXIT_BAD_INPUT
     files, prices, folder_problems = inputs
     progress = Progress(progress_enabled(args.progress))
     with cyclic_gc_paused():
-        loaded = load_profiles(files, prices=prices, progress=progress, on_error_line=error)
+        loaded = sources.load(args, files, prices=prices, progress=progress, on_error_line=error)
+        if loaded is None:
+            return EXIT_BAD_INPUT
         profiles = loaded.profiles
         # Findings cost a projection of the trace each; JSON output for many traces skips them
         # unless asked for, or a budget is given (its overruns are findings).

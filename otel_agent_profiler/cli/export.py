@@ -7,8 +7,7 @@ import argparse
 import msgspec
 
 from ..core import TraceProfile
-from ..offline import load_profiles
-from . import arguments
+from . import arguments, sources
 from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, PROG, error, write_output
 
 HELP = "convert traces to speedscope or Chrome trace-event JSON, for flame-graph viewers"
@@ -37,6 +36,7 @@ def add_arguments(export: argparse.ArgumentParser) -> None:
         help="export only this trace (hex trace id; repeat for several); default: every trace",
     )
     arguments.add_prices_option(export)
+    sources.add_store_options(export)
 
 
 def _selected(profiles: list[TraceProfile], wanted_ids: list[str]) -> list[TraceProfile] | None:
@@ -59,11 +59,13 @@ def run(args: argparse.Namespace) -> int:
     from ..report.chrome_trace import to_chrome_trace
     from ..report.speedscope import to_speedscope
 
-    inputs = arguments.offline_inputs(args)
+    inputs = sources.offline_inputs(args)
     if inputs is None:
         return EXIT_BAD_INPUT
     files, prices, folder_problems = inputs
-    loaded = load_profiles(files, prices=prices, on_error_line=error)
+    loaded = sources.load(args, files, prices=prices, on_error_line=error)
+    if loaded is None:
+        return EXIT_BAD_INPUT
     profiles: list[TraceProfile] | None = loaded.profiles
     if args.trace:
         profiles = _selected(loaded.profiles, args.trace)

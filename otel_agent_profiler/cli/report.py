@@ -8,9 +8,9 @@ import sys
 from ..core.findings import Finding, FindingOptions, find_all
 from ..core.pricing import PriceTable
 from ..core.units import plural
-from ..offline import cyclic_gc_paused, load_profiles
+from ..offline import cyclic_gc_paused
 from ..report.progress import Progress, progress_enabled
-from . import arguments, budgets
+from . import arguments, budgets, sources
 from .arguments import (
     EXIT_BAD_INPUT,
     EXIT_BUDGET_EXCEEDED,
@@ -69,10 +69,11 @@ def add_arguments(report: argparse.ArgumentParser) -> None:
     budgets.add_budget_option(report)
     arguments.add_prices_option(report)
     arguments.add_progress_option(report, while_="while reading and profiling")
+    sources.add_store_options(report)
 
 
 def run(args: argparse.Namespace) -> int:
-    inputs = arguments.offline_inputs(args)
+    inputs = sources.offline_inputs(args)
     if inputs is None:
         return EXIT_BAD_INPUT
     files, prices, folder_problems = inputs
@@ -91,7 +92,9 @@ def _run(
     from ..report.summary import cross_run_statistics, write_summary
 
     try:
-        loaded = load_profiles(files, prices=prices, progress=progress, on_error_line=error)
+        loaded = sources.load(args, files, prices=prices, progress=progress, on_error_line=error)
+        if loaded is None:
+            return EXIT_BAD_INPUT
         profiles = loaded.profiles
         if not profiles:
             progress.close()
