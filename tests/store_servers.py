@@ -67,7 +67,7 @@ class StoreServer:
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+            def do_GET(self) -> None:
                 parts = urllib.parse.urlsplit(self.path)
                 request = Request(parts.path, urllib.parse.parse_qs(parts.query), dict(self.headers.items()))
                 owner.requests.append(request)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import ssl
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from otel_agent_profiler.adapters.files import read_trace_file
 from otel_agent_profiler.cli import main
 from otel_agent_profiler.core.assembly import group_by_trace
 from otel_agent_profiler.plugin.environment_variables import OTEL_AGENT_PROFILER_SOURCE_HEADERS
+from otel_agent_profiler.stores.http import HttpSettings, StoreHttp
 
 DEMO = Path(__file__).parent / "data" / "demo_trace.otlp.json"
 DEMO_TRACE = "3117fbb61d46f55cf6cbf3613fd3a3ba"
@@ -282,7 +282,9 @@ def test_a_trace_id_the_store_does_not_have_is_one_line_and_the_others_are_still
     capsys: pytest.CaptureFixture[str], jaeger: StoreServer
 ) -> None:
     missing = "0123456789abcdef0123456789abcdef"
-    code, out, err = run(capsys, "analyze", "--format", "json", "--jaeger", jaeger.url, "--trace-id", DEMO_TRACE, missing)
+    code, out, err = run(
+        capsys, "analyze", "--format", "json", "--jaeger", jaeger.url, "--trace-id", DEMO_TRACE, missing
+    )
     assert code == 2
     assert err == [f"otel-agent-profiler: error: jaeger trace {missing}: not found in jaeger"]
     assert [trace["trace_id"] for trace in json.loads(out)["traces"]] == [DEMO_TRACE]
@@ -363,20 +365,20 @@ def test_retries_are_bounded_then_one_line(capsys: pytest.CaptureFixture[str], s
     assert f": {status} " in line and "after 4 attempts" in line
 
 
-def test_a_retry_after_beyond_the_cap_is_capped(capsys: pytest.CaptureFixture[str]) -> None:
-    # A store asking for an hour does not get it: the wait is capped, and the attempts are bounded.
-    answers = [Answer(503, b"", {"Retry-After": "3600"}), Answer(200, tempo_search_answer([]))]
-    with StoreServer({"/api/search": answers}) as tempo:
-        finished = threading.Event()
-
-        def fetch() -> None:
-            main(["analyze", "--tempo", tempo.url, "--query", "{}", "--allow-empty"])
-            finished.set()
-
-        worker = threading.Thread(target=fetch, daemon=True)
-        worker.start()
-        assert finished.wait(30), "waited for the Retry-After"
-    capsys.readouterr()
+@pytest.mark.parametrize(
+    ("attempt", "retry_after", "wait_s"),
+    [
+        (0, None, 0.25),
+        (2, None, 1.0),
+        (10, None, 8.0),  # the backoff doubles up to the cap
+        (0, "2", 2.0),
+        (0, "3600", 8.0),  # a store asking for an hour does not get it
+        (0, "-5", 0.0),
+        (1, "Wed, 21 Oct 2026 07:28:00 GMT", 0.5),  # an HTTP date: the backoff
+    ],
+)
+def test_the_wait_before_a_retry_is_bounded(attempt: int, retry_after: str | None, wait_s: float) -> None:
+    assert StoreHttp("tempo", "http://h", HttpSettings())._wait_s(attempt, retry_after) == wait_s
 
 
 def test_a_store_that_does_not_answer_in_time_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -391,11 +393,11 @@ def test_a_store_that_does_not_answer_in_time_is_one_line(capsys: pytest.Capture
 @pytest.fixture
 def https_jaeger(tmp_path: Path) -> Iterator[tuple[StoreServer, Path]]:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    command = (
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1"
+    )
     subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-            "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert),
-        ],  # fmt: skip
+        [*command.split(), "-keyout", str(key), "-out", str(cert)],
         check=True,
         capture_output=True,
     )

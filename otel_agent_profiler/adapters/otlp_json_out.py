@@ -79,17 +79,16 @@ def _span_json(record: SpanRecord) -> dict[str, Any]:
 
 
 def otlp_json_document(records: Iterable[SpanRecord]) -> dict[str, Any]:
-    """The OTLP JSON document of ``records``: one ``resourceSpans`` entry per resource, in order of appearance."""
-    # Records of one process share their resource object: grouping by identity is exact and cheap.
-    by_resource: dict[int, tuple[Mapping[str, AttributeValue], list[dict[str, Any]]]] = {}
+    """The OTLP JSON document of ``records``, in their order: a ``resourceSpans`` entry per run of records
+    sharing a resource (records of one process share their resource object, so identity tells them)."""
+    groups: list[tuple[Mapping[str, AttributeValue], list[dict[str, Any]]]] = []
     for record in records:
-        entry = by_resource.get(id(record.resource))
-        if entry is None:
-            entry = by_resource[id(record.resource)] = (record.resource, [])
-        entry[1].append(_span_json(record))
+        if not groups or groups[-1][0] is not record.resource:
+            groups.append((record.resource, []))
+        groups[-1][1].append(_span_json(record))
     return {
         "resourceSpans": [
             {"resource": {"attributes": attributes_json(resource)}, "scopeSpans": [{"scope": {}, "spans": spans}]}
-            for resource, spans in by_resource.values()
+            for resource, spans in groups
         ]
     }
