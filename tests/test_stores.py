@@ -8,6 +8,7 @@ standard error and exit code 2. Phoenix runs for real: see ``test_stores_phoenix
 from __future__ import annotations
 
 import json
+import shlex
 import ssl
 import subprocess
 from collections.abc import Iterator
@@ -444,8 +445,12 @@ def test_tls_is_verified_by_default_and_a_ca_bundle_can_be_given(
 def test_a_wrong_combination_is_one_usage_line(
     capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
 ) -> None:
-    line = one_error_line(capsys, *argv)
-    assert expected in line
+    with pytest.raises(SystemExit) as exit_info:
+        main(["analyze", *argv])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("otel-agent-profiler analyze: error: "), err
+    assert expected in err[0] and err[0].endswith("(see 'otel-agent-profiler analyze --help')")
 
 
 @pytest.mark.parametrize(
@@ -489,8 +494,11 @@ def test_unusable_headers_are_one_line_naming_the_variable(
 def test_a_wrong_diff_side_is_one_line(
     capsys: pytest.CaptureFixture[str], side: str, expected: str, otlp_file: Path
 ) -> None:
-    code, _, err = run(capsys, "diff", otlp_file, side, "--no-progress")
-    assert code == 2 and len(err) == 1, err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["diff", str(otlp_file), side, "--no-progress"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("otel-agent-profiler diff: error: "), err
     assert expected in err[0]
 
 
@@ -498,3 +506,36 @@ def test_a_diff_side_store_that_cannot_be_read_is_one_line(capsys: pytest.Captur
     url = closed_port_url()
     code, _, err = run(capsys, "diff", f"jaeger+{url}?service=s", otlp_file, "--no-progress")
     assert code == 2 and len(err) == 1 and "cannot connect" in err[0], err
+
+
+# The recipe in collector-config/README.md.
+
+COLLECTOR_CONFIG = Path(__file__).resolve().parent.parent / "collector-config"
+
+
+def _recipe_commands() -> list[list[str]]:
+    section = (COLLECTOR_CONFIG / "README.md").read_text(encoding="utf-8").split("## Profile the stored traces", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    return [shlex.split(line)[1:] for line in section.splitlines() if line.startswith("otel-agent-profiler ")]
+
+
+def test_the_collector_config_recipe_parses_and_uses_the_ports_compose_publishes() -> None:
+    from otel_agent_profiler.cli import _build_parser
+    from otel_agent_profiler.cli.sources import is_store_side, parse_side
+
+    commands = _recipe_commands()
+    assert len(commands) >= 4
+    compose = (COLLECTOR_CONFIG / "compose.yaml").read_text(encoding="utf-8")
+    ports = set()
+    for argv in commands:
+        args = _build_parser().parse_args(argv)
+        if args.command == "diff":
+            sides = [parse_side(side) for side in (args.baseline, args.candidate) if is_store_side(side)]
+            assert len(sides) == 2
+            urls = [side.url for side in sides]
+        else:
+            urls = [args.tempo or args.jaeger]
+        ports |= {int(url.rsplit(":", 1)[1]) for url in urls}
+    assert ports == {3200, 16686}
+    for port in ports:
+        assert f'"127.0.0.1:{port}:{port}"' in compose

@@ -25,13 +25,15 @@ from .arguments import (
     write_streamed,
 )
 
-HELP = "profile the traces in exported trace files"
+HELP = "profile the traces in exported trace files or a trace store"
 DESCRIPTION = (
     "Profile every trace in the given files: self time, critical path and time per category "
     "and operation. Reads OTLP JSON (one document, or JSON Lines as the Collector's file "
     "exporter writes them), Jaeger JSON exports and ATIF trajectories; the format is detected. With more than "
     f"{MANY_TRACES} traces the text report opens with a summary across them (durations, categories, top "
     "operations, findings with the number of traces they occur in), then shows the slowest traces in detail. "
+    "Instead of files, the traces can be read from Jaeger, Tempo or Phoenix (--jaeger, --tempo, --phoenix: "
+    "see 'reading from a trace store' below). "
     "A file that "
     "cannot be read is reported on standard error and the others are still analysed; the "
     f"exit code is then {EXIT_BAD_INPUT}. {budgets.EXIT_CODES_HELP}"

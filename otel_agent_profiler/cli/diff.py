@@ -181,8 +181,7 @@ def _read_sides(args: argparse.Namespace, progress: Progress) -> list[_Side] | N
         try:
             query = sources.parse_side(side)
         except ValueError as exc:
-            error(str(exc))
-            return None
+            args.usage_error(str(exc))
         fetched = sources.fetch(query, args, progress)
         if fetched is None:
             return None

@@ -15,7 +15,10 @@ DESCRIPTION = (
     "Profile the traces in the given files (read as analyze reads them) and write them for "
     "flame-graph viewers: speedscope JSON (https://www.speedscope.app; one profile per lane of "
     "parallel spans and one of the critical path per trace) or the Chrome trace-event format "
-    "(Perfetto, chrome://tracing; one process per trace, one thread per lane). A file that cannot be "
+    "(Perfetto, chrome://tracing; one process per trace, one thread per lane). "
+    "Instead of files, the traces can be read from Jaeger, Tempo or Phoenix (--jaeger, --tempo, --phoenix: "
+    "see 'reading from a trace store' below). "
+    "A file that cannot be "
     f"read is reported on standard error and the others are still exported; the exit code is then "
     f"{EXIT_BAD_INPUT}."
 )

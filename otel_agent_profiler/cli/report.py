@@ -28,7 +28,10 @@ DESCRIPTION = (
     "one (default: the slowest; click another in the table) a flame chart and a waterfall with the "
     "critical path highlighted, time by category and the findings with their estimated savings; with "
     "several traces, also duration percentiles per category and operation, the concurrency of LLM and "
-    "tool calls and the most frequent call sequences. A file that cannot be read is reported on standard "
+    "tool calls and the most frequent call sequences. "
+    "Instead of files, the traces can be read from Jaeger, Tempo or Phoenix (--jaeger, --tempo, --phoenix: "
+    "see 'reading from a trace store' below). "
+    "A file that cannot be read is reported on standard "
     f"error and the others are still used; the exit code is then {EXIT_BAD_INPUT}. {budgets.EXIT_CODES_HELP}"
 )
 

@@ -106,7 +106,12 @@ def positive_float(text: str) -> float:
 
 
 def add_store_options(parser: argparse.ArgumentParser, *, with_store: bool = True) -> None:
-    """The options reading a trace store; ``with_store=False`` gives only the connection options (diff)."""
+    """The options reading a trace store; ``with_store=False`` gives only the connection options (diff).
+
+    Also keeps the parser's ``error`` in ``args.usage_error``: a wrong combination of options is
+    found after parsing, and is reported as argparse reports a usage error (one line, exit code 2).
+    """
+    parser.set_defaults(usage_error=parser.error)
     group = parser.add_argument_group(
         "reading from a trace store" if with_store else "reading a side from a trace store",
         (
@@ -158,7 +163,7 @@ def add_store_options(parser: argparse.ArgumentParser, *, with_store: bool = Tru
             "--limit",
             type=arguments.positive_int,
             metavar="N",
-            help=f"read at most N traces of a search, the most recent (default: {DEFAULT_LIMIT})",
+            help=f"read at most N traces of a search, as the store picks them (default: {DEFAULT_LIMIT})",
         )
         group.add_argument(
             "--save", metavar="FILE", help="also write the traces read to FILE as OTLP JSON, to repeat the run offline"
@@ -210,6 +215,9 @@ def query_of(
 
     ``name`` spells a field in the message (``--trace-id`` on the command line, ``trace-id=`` in a diff side).
     """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"--{store}: {url!r} is not an http:// or https:// URL")
     for key, stores in _OPTION_STORES.items():
         if values.get(key) and store not in stores:
             raise ValueError(f"{name(key)} is for {' or '.join(_TITLES[s] for s in stores)}, not {_TITLES[store]}")
@@ -251,7 +259,8 @@ def query_of(
 def offline_inputs(args: argparse.Namespace) -> tuple[list[str], PriceTable, list[str]] | None:
     """:func:`arguments.offline_inputs`, after checking that files or a store are given (not both).
 
-    The store query, if any, is left in ``args.store_query``. None, with the error line printed, on a problem.
+    The store query, if any, is left in ``args.store_query``. A wrong combination of options is a
+    usage error (``SystemExit``); None, with the error line printed, for unusable headers.
     """
     args.store_query = None
     store = _store_of(args)
@@ -266,10 +275,14 @@ def offline_inputs(args: argparse.Namespace) -> tuple[list[str], PriceTable, lis
             if args.files:
                 raise ValueError(f"read trace files or --{store[0]}, not both")
             args.store_query = query_of(store[0], store[1], vars(args))
-            _settings(args)
     except ValueError as exc:
-        error(str(exc))
-        return None
+        args.usage_error(str(exc))
+    if args.store_query is not None:
+        try:
+            _settings(args)
+        except ValueError as exc:
+            error(str(exc))
+            return None
     return arguments.offline_inputs(args)
 
 
