@@ -13,6 +13,12 @@ documentation shows them, on a free port, and record every request they are sent
   "CHILD_OF", "traceID", "spanID"}], "startTime": µs, "duration": µs, "tags": [{"key", "type",
   "value"}], "logs": [{"timestamp": µs, "fields": [...]}], "processID"}], "processes": {"p1":
   {"serviceName", "tags"}}, "warnings": null}`` (jaeger ``model/json/model.go``).
+* Jaeger's v3 HTTP API (same port, under ``/api/v3``; jaeger ``cmd/query/app/apiv3/http_gateway.go``
+  and its snapshot ``snapshots/FindTraces.json``): ``GET /api/v3/traces?query.service_name=&
+  query.start_time_min=RFC3339&query.start_time_max=RFC3339&query.num_traces=`` and ``GET
+  /api/v3/traces/{id}`` answer ``{"result": {"resourceSpans": [...]}}`` (OTLP JSON, hex ids); a
+  missing trace, and in some versions an empty search, is a 404 with ``{"error": {"httpCode": 404,
+  "message": ...}}``.
 * Grafana Tempo's HTTP API (port 3200), https://grafana.com/docs/tempo/latest/api_docs/ (Tempo 2.x):
   ``GET /api/search?q=&start=s&end=s&limit=`` answers ``{"traces": [{"traceID", "rootServiceName",
   "rootTraceName", "startTimeUnixNano", "durationMs"}], "metrics": {"inspectedBytes", ...}}``, trace

@@ -199,6 +199,41 @@ def test_tempo_trace_ids_without_a_search(capsys: pytest.CaptureFixture[str], te
     assert tempo.paths() == [f"/api/v2/traces/{ZEROS_TRACE}"]
 
 
+def jaeger_v3_routes() -> dict[str, Any]:
+    def by_id(request: Request) -> Answer:
+        trace_id = request.path.rsplit("/", 1)[1]
+        if trace_id not in TRACE_IDS:
+            return Answer(404, {"error": {"httpCode": 404, "message": "trace not found"}})
+        return Answer(200, {"result": otlp_trace(trace_id)})
+
+    both = [rs for trace_id in TRACE_IDS for rs in otlp_trace(trace_id)["resourceSpans"]]
+    return {"/api/v3/traces": Answer(200, {"result": {"resourceSpans": both}}), "/api/v3/traces/": by_id}
+
+
+def test_jaeger_v3_search_and_trace_by_id_give_the_profiles_of_the_file(
+    capsys: pytest.CaptureFixture[str], otlp_file: Path
+) -> None:
+    _, from_file, _ = analyze_json(capsys, otlp_file)
+    with StoreServer(jaeger_v3_routes()) as jaeger:
+        v3 = jaeger.url + "/api/v3"
+        code, from_search, err = analyze_json(capsys, "--jaeger", v3, "--service", "research-agent-demo")
+        assert (code, err) == (0, [])
+        assert from_search == from_file
+        params = jaeger.requests[0].params
+        assert params["query.service_name"] == ["research-agent-demo"]
+        assert params["query.start_time_min"][0].endswith("Z") and params["query.num_traces"] == ["100"]
+        code, by_id, err = analyze_json(capsys, "--jaeger", v3, "--trace-id", *TRACE_IDS)
+        assert (code, err) == (0, [])
+        assert by_id == from_file
+
+
+def test_an_empty_jaeger_v3_search_answered_with_a_404_is_an_empty_result(capsys: pytest.CaptureFixture[str]) -> None:
+    not_found = Answer(404, {"error": {"httpCode": 404, "message": "No traces found"}})
+    with StoreServer({"/api/v3/traces": not_found}) as jaeger:
+        line = one_error_line(capsys, "--jaeger", jaeger.url + "/api/v3", "--service", "s")
+    assert "no traces found for service=s" in line
+
+
 def test_saved_traces_read_back_give_the_same_profiles(
     capsys: pytest.CaptureFixture[str], jaeger: StoreServer, tmp_path: Path
 ) -> None:
@@ -435,6 +470,7 @@ def test_tls_is_verified_by_default_and_a_ca_bundle_can_be_given(
         (["--tempo", "http://h", "--service", "s"], "--service is for Jaeger, not Tempo"),
         (["--jaeger", "http://h", "--trace-id", "ab", "--since", "1h"], "--trace-id reads traces by id: leave out"),
         (["--jaeger", "http://h", "--trace-id", "xyz"], "--trace-id: 'xyz' is not a hex trace id"),
+        (["--jaeger", "http://h/api/v3", "--service", "s", "--tags", "a=1"], "Jaeger's v3 API takes no tags"),
         (["--jaeger", "http://h", "--service", "s", "x.json"], "read trace files or --jaeger, not both"),
         (["x.json", "--service", "s"], "--service is for a trace store"),
         (["--jaeger", "ftp://h", "--service", "s"], "'ftp://h' is not an http:// or https:// URL"),

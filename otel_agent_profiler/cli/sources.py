@@ -128,7 +128,11 @@ def add_store_options(parser: argparse.ArgumentParser, *, with_store: bool = Tru
     )
     if with_store:
         stores = group.add_mutually_exclusive_group()
-        stores.add_argument("--jaeger", metavar="URL", help="Jaeger's query service, e.g. http://localhost:16686")
+        stores.add_argument(
+            "--jaeger",
+            metavar="URL",
+            help="Jaeger's query service, e.g. http://localhost:16686 (ending in /api/v3: its v3 API)",
+        )
         stores.add_argument("--tempo", metavar="URL", help="Grafana Tempo's HTTP API, e.g. http://localhost:3200")
         stores.add_argument("--phoenix", metavar="URL", help="Arize Phoenix, e.g. http://localhost:6006")
         group.add_argument("--service", metavar="NAME", help="Jaeger: the service whose traces to search")
@@ -218,6 +222,8 @@ def query_of(
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"--{store}: {url!r} is not an http:// or https:// URL")
+    if store == JAEGER and values.get("tags") and url.rstrip("/").endswith("/api/v3"):
+        raise ValueError(f"{name('tags')}: Jaeger's v3 API takes no tags (leave /api/v3 out of the URL)")
     for key, stores in _OPTION_STORES.items():
         if values.get(key) and store not in stores:
             raise ValueError(f"{name(key)} is for {' or '.join(_TITLES[s] for s in stores)}, not {_TITLES[store]}")

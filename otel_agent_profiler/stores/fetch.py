@@ -7,7 +7,7 @@ from typing import Any
 
 from ..adapters.files import TraceFile, read_trace_document
 from ..adapters.otlp_json_out import otlp_json_document
-from .http import FetchProgress, HttpSettings, NoProgress, StoreError, StoreHttp
+from .http import FetchProgress, HttpSettings, LockedProgress, NoProgress, StoreError, StoreHttp
 from .jaeger import fetch_jaeger
 from .phoenix import fetch_phoenix
 from .query import JAEGER, PHOENIX, TEMPO, Fetched, StoreQuery
@@ -35,7 +35,8 @@ def fetch_traces(
     ``allow_empty``.
     """
     http = StoreHttp(query.store, query.url, settings if settings is not None else HttpSettings())
-    fetched = _FETCHERS[query.store](http, query, progress if progress is not None else NoProgress())
+    shared = LockedProgress(progress if progress is not None else NoProgress())
+    fetched = _FETCHERS[query.store](http, query, shared)
     if not fetched and not allow_empty:
         raise StoreError(
             f"{query.store} at {http.base_url}: no traces found for {query.describe()} (--allow-empty: not an error)"

@@ -42,6 +42,22 @@ class FetchProgress(Protocol):
         """Count ``steps`` done."""
 
 
+class LockedProgress:
+    """A progress that the fetching threads can share: one call at a time reaches ``progress``."""
+
+    def __init__(self, progress: FetchProgress) -> None:
+        self._progress = progress
+        self._lock = threading.Lock()
+
+    def start(self, label: str, total: int) -> None:
+        with self._lock:
+            self._progress.start(label, total)
+
+    def advance(self, steps: int = 1, detail: str = "") -> None:
+        with self._lock:
+            self._progress.advance(steps, detail)
+
+
 class NoProgress:
     """A progress that shows nothing."""
 

@@ -153,7 +153,8 @@ def fetch_phoenix(http: StoreHttp, query: StoreQuery, progress: FetchProgress) -
     """The traces fetched, as OTLP JSON documents, one per trace."""
     pages = _Pages(http, query, progress)
     if query.trace_ids:
-        trace_ids = [trace_id.lower() for trace_id in query.trace_ids]
+        # Phoenix keeps ids as 32 hex digits.
+        trace_ids = [trace_id.lower().rjust(32, "0") for trace_id in query.trace_ids]
     else:
         progress.start("searching", 0)
         trace_ids = _trace_ids_of_roots(pages, query)
