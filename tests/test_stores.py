@@ -575,3 +575,48 @@ def test_the_collector_config_recipe_parses_and_uses_the_ports_compose_publishes
     assert ports == {3200, 16686}
     for port in ports:
         assert f'"127.0.0.1:{port}:{port}"' in compose
+
+
+# Phoenix's span JSON (the real server is in test_stores_phoenix.py; this is the documented example shape).
+
+
+def test_a_phoenix_span_becomes_the_otlp_span_it_was() -> None:
+    from otel_agent_profiler.adapters.files import read_trace_document
+    from otel_agent_profiler.stores.phoenix import otlp_span
+
+    # The example of Phoenix's `Span` model (arize-phoenix 20.x, GET /v1/projects/{project}/spans), with an event.
+    span = {
+        "id": "U3BhbjoxMjM=",
+        "name": "llm_call",
+        "context": {"trace_id": "a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4", "span_id": "1a2b3c4d5e6f7a8b"},
+        "span_kind": "LLM",
+        "parent_id": "0a2b3c4d5e6f7a8b",
+        "start_time": "2024-01-01T12:00:00.000123+00:00",
+        "end_time": "2024-01-01T12:00:01Z",
+        "status_code": "ERROR",
+        "status_message": "rate limited",
+        "attributes": {"llm.model_name": "gpt-4", "llm.token_count.prompt": 100, "score": 0.5, "tags": ["a", "b"]},
+        "events": [{"name": "exception", "timestamp": "2024-01-01T12:00:00.5Z", "attributes": {"x": True}}],
+    }
+    document = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": [otlp_span(span)]}]}]}
+    trace_file = read_trace_document(document, "phoenix trace")
+    assert trace_file.problems == []
+    (record,) = trace_file.records
+    assert (record.trace_id, record.span_id, record.parent_span_id) == (
+        "a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4",
+        "1a2b3c4d5e6f7a8b",
+        "0a2b3c4d5e6f7a8b",
+    )
+    assert record.start_ns == 1_704_110_400_000_123_000
+    assert record.end_ns == 1_704_110_401_000_000_000
+    assert (record.status.value, record.status_message) == ("ERROR", "rate limited")
+    assert record.attributes == {
+        "llm.model_name": "gpt-4",
+        "llm.token_count.prompt": 100,
+        "score": 0.5,
+        "tags": ["a", "b"],
+        # Phoenix moves it out of the attributes; the categories read it.
+        "openinference.span.kind": "LLM",
+    }
+    (event,) = record.events
+    assert (event.name, event.time_ns, dict(event.attributes)) == ("exception", 1_704_110_400_500_000_000, {"x": True})

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .http import FetchProgress, StoreError, StoreHttp
@@ -43,7 +43,8 @@ def time_ns(text: Any, what: str) -> int:
 
 
 def _iso(time_ns_: int) -> str:
-    return datetime.fromtimestamp(time_ns_ // 1000 / 1e6, tz=timezone.utc).isoformat()
+    # Exact to the microsecond (Phoenix's precision), without a float on the way.
+    return (_EPOCH + timedelta(microseconds=time_ns_ // 1000)).isoformat()
 
 
 def _value(value: Any) -> dict[str, Any]:
