@@ -10,12 +10,13 @@ from __future__ import annotations
 import gc
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .adapters.files import read_trace_file
+from .adapters.files import TraceFile, read_trace_file
 from .core.analyze import Classifier, profile_trace
 from .core.assembly import group_by_trace
 from .core.categories import classify
@@ -130,22 +131,63 @@ def load_profiles(
     and the others are still profiled. The cyclic garbage collector is paused throughout.
     """
     progress = progress if progress is not None else _NoProgress()
-    records: list[SpanRecord] = []
-    files: list[FileRead] = []
-    error_lines: list[str] = []
+    trace_files: list[TraceFile] = []
+    said: Counter[str] = Counter()
+
+    def say(line: str) -> None:
+        if said[line] > 0:
+            said[line] -= 1  # a file's line, already said while reading
+        elif on_error_line is not None:
+            progress.close()
+            on_error_line(line)
+
     with cyclic_gc_paused():
         progress.start(READING, len(paths))
         for path in paths:
             trace_file = read_trace_file(path)
+            trace_files.append(trace_file)
+            line = trace_file.error_line()
+            if line is not None:
+                # Said as soon as it is known, not again when the profiling keeps it in the result.
+                say(line)
+                said[line] += 1
+            progress.advance(detail=os.path.basename(path))
+        return profile_trace_files(
+            trace_files, classifier=classifier, prices=prices, progress=progress, on_error_line=say
+        )
+
+
+def profile_trace_files(
+    trace_files: Sequence[TraceFile],
+    *,
+    classifier: Classifier = classify,
+    prices: PriceTable | None = None,
+    progress: LoadProgress | None = None,
+    on_error_line: Callable[[str], None] | None = None,
+) -> LoadedProfiles:
+    """Profile the traces of trace files already read (such as ``stores.fetch_traces`` fetched).
+
+    What :func:`load_profiles` does after reading its files, with the same error lines (a
+    trace file's own, then one per trace the analysis fails on) and the same order of profiles.
+    """
+    progress = progress if progress is not None else _NoProgress()
+    records: list[SpanRecord] = []
+    error_lines: list[str] = []
+    files: list[FileRead] = []
+
+    def report(line: str) -> None:
+        error_lines.append(line)
+        if on_error_line is not None:
+            progress.close()
+            on_error_line(line)
+
+    with cyclic_gc_paused():
+        for trace_file in trace_files:
             records.extend(trace_file.records)
             files.append(FileRead(trace_file.path, trace_file.format, len(trace_file.records), trace_file.problems))
             line = trace_file.error_line()
             if line is not None:
-                error_lines.append(line)
-                if on_error_line is not None:
-                    progress.close()
-                    on_error_line(line)
-            progress.advance(detail=os.path.basename(path))
+                report(line)
         groups = group_by_trace(records)
         progress.start(PROFILING, len(groups))
         profiles = []
@@ -154,12 +196,7 @@ def load_profiles(
                 profiles.append(profile_trace(spans, classifier, prices))
             except Exception as exc:
                 PROFILING_BUGS.report("profile_trace", trace_id)
-                line = f"trace {trace_id}: could not be profiled: internal error ({type(exc).__name__}: {exc})"
-                error_lines.append(line)
-                if on_error_line is not None:
-                    progress.close()
-                    on_error_line(line)
+                report(f"trace {trace_id}: could not be profiled: internal error ({type(exc).__name__}: {exc})")
             progress.advance()
-        # As core.analyze.profile_records orders them.
         profiles.sort(key=lambda p: (p.start_ns, p.trace_id))
     return LoadedProfiles(profiles, files, error_lines)

@@ -94,6 +94,7 @@ ensure_backends() {
     check_dev_backends
     ensure_bare_venv
     ensure_chromium
+    ensure_openssl
 }
 
 # The "bare" environment for the end-to-end comparison (tests/test_e2e_live.py): the same pinned
@@ -158,6 +159,22 @@ ensure_chromium() {
     }
     [ -x /usr/bin/chromium ] || {
         echo "error: /usr/bin/chromium missing after install" >&2
+        return 1
+    }
+}
+
+# The openssl command makes the self-signed certificate of the trace-store TLS test
+# (tests/test_stores.py); Debian's package, usually present already.
+ensure_openssl() {
+    if command -v openssl >/dev/null 2>&1; then
+        return 0
+    fi
+    echo "==> installing openssl (Debian package) for the trace-store TLS test" >&2
+    {
+        _as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+            _as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl
+    } >&2 || {
+        echo "error: apt-get install openssl failed" >&2
         return 1
     }
 }

@@ -322,3 +322,27 @@ def _check_not_empty(trace_file: TraceFile) -> TraceFile:
     if trace_file.format is not None and not trace_file.records and not trace_file.problems:
         trace_file.problems.append("contains no spans")
     return trace_file
+
+
+def read_trace_document(document: Any, name: str) -> TraceFile:
+    """Read span records from a trace document already decoded (what a trace store answered).
+
+    ``name`` says where the document came from, as a path does for a file. The formats and
+    error lines are those of :func:`parse_trace_bytes`. Never raises for bad contents.
+    """
+    trace_file = TraceFile(path=name, format=None)
+    try:
+        if is_jaeger_document(document):
+            trace_file.format = JAEGER_JSON
+        elif isinstance(document, dict) and "resourceSpans" in document:
+            trace_file.format = OTLP_JSON
+        else:
+            trace_file.problems.append(_not_traces(document))
+            return trace_file
+        _records_from_document(document, trace_file)
+    except RecursionError:
+        trace_file.problems.append("JSON nested too deeply to read")
+    except Exception as exc:
+        _READER_BUGS.report("read_trace_document", name)
+        trace_file.problems.append(f"could not be read: internal error ({type(exc).__name__}: {exc}); please report it")
+    return _check_not_empty(trace_file)

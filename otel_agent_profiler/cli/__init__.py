@@ -42,7 +42,8 @@ def _build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description=(
             "Self time, critical path and category breakdowns of LLM agent traces. Reads OpenTelemetry "
-            "traces exported as OTLP JSON (one document or JSON Lines), Jaeger JSON or ATIF trajectories and "
+            "traces exported as OTLP JSON (one document or JSON Lines), Jaeger JSON or ATIF trajectories, or "
+            "from Jaeger, Tempo or Phoenix, and "
             "reports on them (analyze), compares two sets of runs (diff), converts them for flame-graph "
             "viewers (export) or writes an HTML report (report); or receives them over OTLP and forwards them "
             "enriched (serve)."

@@ -11,14 +11,14 @@ from ..core import TraceProfile, trace_to_dict
 from ..core.findings import Finding, WhatIfProjection, combined_projection, find_all
 from ..core.pricing import PriceTable
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
-from ..offline import cyclic_gc_paused, load_profiles
+from ..offline import cyclic_gc_paused
 from ..report.cross_trace import DEFAULT_TOP, MANY_TRACES, render_many_traces
 from ..report.json_stream import Encoded, pretty, write_document
 from ..report.progress import Progress, progress_enabled
 from ..report.text import can_draw
 from ..shards import ON_DISK_BYTES, on_disk_wanted
 from ..workers import map_in_order, workers_for
-from . import arguments, budgets
+from . import arguments, budgets, sources
 from .arguments import (
     EXIT_BAD_INPUT,
     EXIT_BUDGET_EXCEEDED,
@@ -29,13 +29,15 @@ from .arguments import (
     write_streamed,
 )
 
-HELP = "profile the traces in exported trace files"
+HELP = "profile the traces in exported trace files or a trace store"
 DESCRIPTION = (
     "Profile every trace in the given files: self time, critical path and time per category "
     "and operation. Reads OTLP JSON (one document, or JSON Lines as the Collector's file "
     "exporter writes them), Jaeger JSON exports and ATIF trajectories; the format is detected. With more than "
     f"{MANY_TRACES} traces the text report opens with a summary across them (durations, categories, top "
     "operations, findings with the number of traces they occur in), then shows the slowest traces in detail. "
+    "Instead of files, the traces can be read from Jaeger, Tempo or Phoenix (--jaeger, --tempo, --phoenix: "
+    "see 'reading from a trace store' below). "
     "A file that "
     "cannot be read is reported on standard error and the others are still analysed; the "
     f"exit code is then {EXIT_BAD_INPUT}. {budgets.EXIT_CODES_HELP}"
@@ -75,6 +77,7 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
     arguments.add_prices_option(analyze)
     arguments.add_progress_option(analyze)
     arguments.add_workers_option(analyze)
+    sources.add_store_options(analyze)
     analyze.add_argument(
         "--on-disk",
         action=argparse.BooleanOptionalAction,
@@ -154,7 +157,7 @@ def _encoded_traces(
 
 
 def run(args: argparse.Namespace) -> int:
-    inputs = arguments.offline_inputs(args)
+    inputs = sources.offline_inputs(args)
     if inputs is None:
         return EXIT_BAD_INPUT
     files, prices, folder_problems = inputs
@@ -174,7 +177,9 @@ def run(args: argparse.Namespace) -> int:
 def _run(
     args: argparse.Namespace, files: list[str], prices: PriceTable, folder_problems: list[str], progress: Progress
 ) -> int:
-    loaded = load_profiles(files, prices=prices, progress=progress, on_error_line=error)
+    loaded = sources.load(args, files, prices=prices, progress=progress, on_error_line=error)
+    if loaded is None:
+        return EXIT_BAD_INPUT
     profiles = loaded.profiles
     workers = workers_for(args.workers, sum(profile.span_count for profile in profiles))
     # Findings cost a projection of the trace each; JSON output for many traces skips them

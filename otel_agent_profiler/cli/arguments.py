@@ -91,9 +91,12 @@ TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson")
 def add_files_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "files",
-        nargs="+",
+        nargs="*",
         metavar="FILE",
-        help="trace file, or folder of them (*.json, *.jsonl, *.ndjson, read recursively); - reads standard input",
+        help=(
+            "trace file, or folder of them (*.json, *.jsonl, *.ndjson, read recursively); - reads standard input. "
+            "Or read a trace store instead (--jaeger, --tempo, --phoenix)"
+        ),
     )
 
 

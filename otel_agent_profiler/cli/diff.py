@@ -1,7 +1,8 @@
 """``otel-agent-profiler diff BASELINE CANDIDATE``: did a change make runs slower, and is it real?
 
-Each side is one or more trace files or folders of them. The runs are compared per category
-and operation with a significance test (``analytics.compare``); the exit code can gate CI.
+Each side is a trace file, a folder of them, or a trace store's search (``cli.sources.parse_side``).
+The runs are compared per category and operation with a significance test (``analytics.compare``);
+the exit code can gate CI.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from ..adapters.files import TraceFile
 from ..core.pricing import PriceTable
 from ..core.units import plural
-from ..offline import READING, cyclic_gc_paused, load_profiles
+from ..offline import READING, cyclic_gc_paused, load_profiles, profile_trace_files
 from ..report.progress import Progress, progress_enabled
-from . import arguments
+from . import arguments, sources
 from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, error, write_output
 
 #: Exit code when the candidate regressed past the threshold.
@@ -33,14 +35,19 @@ DESCRIPTION = (
     "metric regressed when it got worse by more than --threshold and the test says p < --alpha. "
     f"Exit codes: 0 no regression, {EXIT_REGRESSION} a regression, {EXIT_BAD_INPUT} unreadable input "
     "(the readable files are still compared). BASELINE and CANDIDATE are each one trace file or a folder "
-    "of them (*.json, *.jsonl, *.ndjson, read recursively): put the runs of one side in one folder. With "
+    "of them (*.json, *.jsonl, *.ndjson, read recursively): put the runs of one side in one folder. Either "
+    f"side can be a trace store's search instead: {sources.SIDE_SYNTAX} (STORE is jaeger, tempo or phoenix). With "
     "prices (--prices, or the built-in ones), the cost of the runs is compared too."
 )
 
 
 def add_arguments(diff: argparse.ArgumentParser) -> None:
-    diff.add_argument("baseline", metavar="BASELINE", help="trace file or folder of the runs before the change")
-    diff.add_argument("candidate", metavar="CANDIDATE", help="trace file or folder of the runs after the change")
+    diff.add_argument(
+        "baseline", metavar="BASELINE", help="trace file or folder of the runs before the change, or a store search"
+    )
+    diff.add_argument(
+        "candidate", metavar="CANDIDATE", help="trace file or folder of the runs after the change, or a store search"
+    )
     diff.add_argument(
         "--threshold", type=float, default=0.10, help="relative worsening that counts (default: %(default)s)"
     )
@@ -61,6 +68,7 @@ def add_arguments(diff: argparse.ArgumentParser) -> None:
     diff.add_argument("--output", "-o", metavar="PATH", help="write the report to PATH instead of standard output")
     arguments.add_prices_option(diff)
     arguments.add_progress_option(diff, while_="while reading and profiling")
+    sources.add_store_options(diff, with_store=False)
 
 
 # Set in each worker process: where it reports the steps it finished, for the progress bar.
@@ -94,8 +102,11 @@ class _FileSteps:
         pass
 
 
-def _side(path: str, files: list[str], prices: PriceTable) -> tuple[Any, int, list[str]]:
-    """Read and profile one side's runs (``files``, found in ``path``): (span table, number of runs, error lines).
+def _side(
+    path: str, files: list[str], prices: PriceTable, fetched: list[TraceFile] | None = None
+) -> tuple[Any, int, list[str]]:
+    """Read and profile one side's runs (``files``, found in ``path``, or the traces ``fetched`` from a store):
+    (span table, number of runs, error lines).
 
     Module level so a worker process can run it: the two sides are read and profiled in
     parallel, which is most of the command's time. Reports one step per file read, one for the
@@ -103,11 +114,14 @@ def _side(path: str, files: list[str], prices: PriceTable) -> tuple[Any, int, li
     """
     from ..analytics import span_table
 
-    if not files:
+    if fetched is None and not files:
         return None, 0, [f"{path}: no trace files (*.json, *.jsonl, *.ndjson) in this folder"]
     with cyclic_gc_paused():
         # Error lines are printed by the parent, once the progress bar is done.
-        loaded = load_profiles(files, prices=prices, progress=_FileSteps())
+        if fetched is not None:
+            loaded = profile_trace_files(fetched, prices=prices)
+        else:
+            loaded = load_profiles(files, prices=prices, progress=_FileSteps())
         profiles = loaded.profiles
         for profile in profiles:
             profile.release()
@@ -117,15 +131,18 @@ def _side(path: str, files: list[str], prices: PriceTable) -> tuple[Any, int, li
     return table, len(profiles), loaded.error_lines
 
 
-def _steps_of(files: list[str]) -> int:
+def _steps_of(files: list[str], fetched: list[TraceFile] | None) -> int:
+    if fetched is not None:
+        return 2
     return len(files) + 2 if files else 0
 
 
-def _both_sides(
-    baseline: str, candidate: str, prices: PriceTable, progress: Progress
-) -> list[tuple[Any, int, list[str]]]:
-    sides = [(baseline, arguments.trace_files(baseline)), (candidate, arguments.trace_files(candidate))]
-    progress.start("reading and profiling", sum(_steps_of(files) for _, files in sides))
+#: One side to read: what the user gave, its trace files, and the traces fetched when it is a store.
+_Side = tuple[str, list[str], "list[TraceFile] | None"]
+
+
+def _both_sides(sides: list[_Side], prices: PriceTable, progress: Progress) -> list[tuple[Any, int, list[str]]]:
+    progress.start("reading and profiling", sum(_steps_of(files, fetched) for _, files, fetched in sides))
     try:
         # "spawn": forking a process that may run threads (pandas, the OTel SDK) can deadlock.
         context = multiprocessing.get_context("spawn")
@@ -133,7 +150,7 @@ def _both_sides(
         with ProcessPoolExecutor(
             max_workers=2, mp_context=context, initializer=_set_step_queue, initargs=(steps,)
         ) as pool:
-            futures = [pool.submit(_side, path, files, prices) for path, files in sides]
+            futures = [pool.submit(_side, path, files, prices, fetched) for path, files, fetched in sides]
             while not all(future.done() for future in futures):
                 with contextlib.suppress(queue.Empty):
                     progress.advance(detail=steps.get(timeout=0.1))
@@ -144,13 +161,32 @@ def _both_sides(
         _set_step_queue(local)
         try:
             results = []
-            for path, files in sides:
-                results.append(_side(path, files, prices))
+            for path, files, fetched in sides:
+                results.append(_side(path, files, prices, fetched))
                 while not local.empty():
                     progress.advance(detail=local.get())
             return results
         finally:
             _set_step_queue(None)
+
+
+def _read_sides(args: argparse.Namespace, progress: Progress) -> list[_Side] | None:
+    """Each side's trace files, or its traces fetched from a store (here: the workers need no network);
+    None, with the error line printed, when a side names a store wrongly or the store cannot be read."""
+    sides: list[_Side] = []
+    for side in (args.baseline, args.candidate):
+        if not sources.is_store_side(side):
+            sides.append((side, arguments.trace_files(side), None))
+            continue
+        try:
+            query = sources.parse_side(side)
+        except ValueError as exc:
+            args.usage_error(str(exc))
+        fetched = sources.fetch(query, args, progress)
+        if fetched is None:
+            return None
+        sides.append((side, [], fetched))
+    return sides
 
 
 def run(args: argparse.Namespace) -> int:
@@ -163,9 +199,12 @@ def run(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_BAD_INPUT
     progress = Progress(progress_enabled(args.progress))
+    sides = _read_sides(args, progress)
+    if sides is None:
+        return EXIT_BAD_INPUT
     try:
         (baseline, baseline_runs, baseline_errors), (candidate, candidate_runs, candidate_errors) = _both_sides(
-            args.baseline, args.candidate, prices, progress
+            sides, prices, progress
         )
         progress.start("comparing", 1)
         comparison: Comparison | None = None

@@ -8,8 +8,8 @@ import msgspec
 
 from ..core import TraceProfile
 from ..core.pricing import PriceTable
-from ..offline import cyclic_gc_paused, load_profiles
-from . import arguments
+from ..offline import cyclic_gc_paused
+from . import arguments, sources
 from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, PROG, error, write_output
 
 HELP = "convert traces to speedscope or Chrome trace-event JSON, for flame-graph viewers"
@@ -17,7 +17,10 @@ DESCRIPTION = (
     "Profile the traces in the given files (read as analyze reads them) and write them for "
     "flame-graph viewers: speedscope JSON (https://www.speedscope.app; one profile per lane of "
     "parallel spans and one of the critical path per trace) or the Chrome trace-event format "
-    "(Perfetto, chrome://tracing; one process per trace, one thread per lane). A file that cannot be "
+    "(Perfetto, chrome://tracing; one process per trace, one thread per lane). "
+    "Instead of files, the traces can be read from Jaeger, Tempo or Phoenix (--jaeger, --tempo, --phoenix: "
+    "see 'reading from a trace store' below). "
+    "A file that cannot be "
     f"read is reported on standard error and the others are still exported; the exit code is then "
     f"{EXIT_BAD_INPUT}."
 )
@@ -38,6 +41,7 @@ def add_arguments(export: argparse.ArgumentParser) -> None:
         help="export only this trace (hex trace id; repeat for several); default: every trace",
     )
     arguments.add_prices_option(export)
+    sources.add_store_options(export)
 
 
 def _selected(profiles: list[TraceProfile], wanted_ids: list[str]) -> list[TraceProfile] | None:
@@ -57,7 +61,7 @@ def _selected(profiles: list[TraceProfile], wanted_ids: list[str]) -> list[Trace
 
 
 def run(args: argparse.Namespace) -> int:
-    inputs = arguments.offline_inputs(args)
+    inputs = sources.offline_inputs(args)
     if inputs is None:
         return EXIT_BAD_INPUT
     # The profiles live to the end: the cyclic collector would only traverse them again and again.
@@ -69,7 +73,9 @@ def _run(args: argparse.Namespace, files: list[str], prices: PriceTable, folder_
     from ..report.chrome_trace import to_chrome_trace
     from ..report.speedscope import to_speedscope
 
-    loaded = load_profiles(files, prices=prices, on_error_line=error)
+    loaded = sources.load(args, files, prices=prices, on_error_line=error)
+    if loaded is None:
+        return EXIT_BAD_INPUT
     profiles: list[TraceProfile] | None = loaded.profiles
     if args.trace:
         profiles = _selected(loaded.profiles, args.trace)

@@ -8,10 +8,10 @@ import sys
 from ..core.findings import Finding, FindingOptions, find_all
 from ..core.pricing import PriceTable
 from ..core.units import plural
-from ..offline import cyclic_gc_paused, load_profiles
+from ..offline import cyclic_gc_paused
 from ..report.progress import Progress, progress_enabled
 from ..workers import map_in_order, workers_for
-from . import arguments, budgets
+from . import arguments, budgets, sources
 from .arguments import (
     EXIT_BAD_INPUT,
     EXIT_BUDGET_EXCEEDED,
@@ -29,7 +29,10 @@ DESCRIPTION = (
     "one (default: the slowest; click another in the table) a flame chart and a waterfall with the "
     "critical path highlighted, time by category and the findings with their estimated savings; with "
     "several traces, also duration percentiles per category and operation, the concurrency of LLM and "
-    "tool calls and the most frequent call sequences. A file that cannot be read is reported on standard "
+    "tool calls and the most frequent call sequences. "
+    "Instead of files, the traces can be read from Jaeger, Tempo or Phoenix (--jaeger, --tempo, --phoenix: "
+    "see 'reading from a trace store' below). "
+    "A file that cannot be read is reported on standard "
     f"error and the others are still used; the exit code is then {EXIT_BAD_INPUT}. {budgets.EXIT_CODES_HELP}"
 )
 
@@ -71,10 +74,11 @@ def add_arguments(report: argparse.ArgumentParser) -> None:
     arguments.add_prices_option(report)
     arguments.add_workers_option(report)
     arguments.add_progress_option(report, while_="while reading and profiling")
+    sources.add_store_options(report)
 
 
 def run(args: argparse.Namespace) -> int:
-    inputs = arguments.offline_inputs(args)
+    inputs = sources.offline_inputs(args)
     if inputs is None:
         return EXIT_BAD_INPUT
     files, prices, folder_problems = inputs
@@ -93,7 +97,9 @@ def _run(
     from ..report.summary import cross_run_statistics, write_summary
 
     try:
-        loaded = load_profiles(files, prices=prices, progress=progress, on_error_line=error)
+        loaded = sources.load(args, files, prices=prices, progress=progress, on_error_line=error)
+        if loaded is None:
+            return EXIT_BAD_INPUT
         profiles = loaded.profiles
         if not profiles:
             progress.close()

@@ -54,3 +54,8 @@ OTEL_AGENT_PROFILER_SHUTDOWN_TIMEOUT = "OTEL_AGENT_PROFILER_SHUTDOWN_TIMEOUT"
 """Seconds ``shutdown()`` spends profiling what is held and handing it to the exporters (default
 30). Spans the exporters could not take by then are counted and logged as lost; the exporting
 processors are shut down after that, with their own timeouts."""
+
+OTEL_AGENT_PROFILER_SOURCE_HEADERS = "OTEL_AGENT_PROFILER_SOURCE_HEADERS"
+"""Headers the offline commands send to a trace store (``--jaeger``, ``--tempo``, ``--phoenix``), as
+``key=value`` pairs separated by commas with percent-encoded values, like ``OTEL_EXPORTER_OTLP_HEADERS``:
+``Authorization=Bearer%20TOKEN`` or, for Grafana Cloud, ``Authorization=Basic%20<base64 of user:token>``."""
