@@ -162,7 +162,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     files, prices, folder_problems = inputs
     progress = Progress(progress_enabled(args.progress))
-    if on_disk_wanted(files, args.on_disk):
+    from_store = getattr(args, "store_query", None) is not None
+    if from_store and args.on_disk:
+        error("--on-disk reads trace files; traces fetched from a store are profiled in memory")
+        return EXIT_BAD_INPUT
+    if not from_store and on_disk_wanted(files, args.on_disk):
         # Imported here: the on-disk path uses this module's encoding of a trace.
         from .analyze_on_disk import run_on_disk
 
