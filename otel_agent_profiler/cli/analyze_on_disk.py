@@ -133,6 +133,8 @@ def _analyze(
                 kept = _summary_findings(found) if text else [f for f in found if f.kind == BUDGET_EXCEEDED]
             totals = TraceTotals.of(profile)
             traces.append(_Trace(profile.start_ns, profile.trace_id, payload, totals, kept))
+            # Freed now: the collector is paused, and the span tree's links are cycles.
+            profile.release()
         return traces, lines
 
     with open(directory / "results", "w+b") as results:
