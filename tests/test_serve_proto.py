@@ -81,6 +81,8 @@ def test_protobuf_records_equal_the_sdk_records_of_the_same_spans() -> None:
             (lk.trace_id, lk.span_id, dict(lk.attributes)) for lk in want.links
         ]
         assert record.resource["service.name"] == "svc" and record.resource["deployment"] == "test"
+        assert record.scope == want.scope
+    assert sorted(r.scope for r in records) == ["scope-a", "scope-a", "scope-b"]
 
 
 def test_bad_spans_are_skipped_and_described_the_rest_kept() -> None:
