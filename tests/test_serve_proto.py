@@ -148,6 +148,8 @@ def test_enrichment_adds_the_profile_attributes_to_copies_and_keeps_originals() 
     before = request.SerializeToString()
     held = held_spans_of(request, [])
     profile = profile_trace([h.record for h in held if h.record is not None])
+    # serve's records, built from a held span, name its scope as the readers do
+    assert sorted(h.record.scope for h in held if h.record is not None) == ["scope-a", "scope-a", "scope-b"]
     out = enrich(held, profile, complete=True)
     assert request.SerializeToString() == before  # received spans are never changed
     by_id = {s.span_id: s for s in profile.spans}
