@@ -12,6 +12,7 @@ import pytest
 from span_builders import by_name, profile, span, with_events
 
 from otel_agent_profiler.core import SpanRecord, StatusCode, TokenUsage, TraceProfile
+from otel_agent_profiler.core.same_call import CROWD
 
 MS = 1_000_000
 LANGCHAIN = "openinference.instrumentation.langchain"
@@ -323,3 +324,18 @@ def test_a_span_showing_no_exchange_around_the_call_is_not_a_call() -> None:
     )
     assert trace.llm_calls == 1
     assert counted(trace) == ["chat o4-mini"]
+
+
+@pytest.mark.parametrize(("running", "calls"), [(2, 2), (CROWD, CROWD), (CROWD + 1, CROWD + 2)])
+def test_a_span_starting_among_a_crowd_of_another_instrumentation_s_calls_is_not_matched(
+    running: int, calls: int
+) -> None:
+    # Parallel calls with equal usage, then a framework span starting while they run: beyond CROWD of
+    # them there is no telling which one it describes, so it stays a call of its own.
+    clients = [
+        genai_chat(f"client-{i}", "conformance run", 100 + i, 400, TRACELOOP, tokens=(50, 5, 0, 0))
+        for i in range(running)
+    ]
+    late = oi_llm("ChatOpenAI", "conformance run", 150, 390, LANGCHAIN, model="o4-mini", tokens=(50, 5, 0, 0))
+    trace = profile([framework("conformance run", None, 0, 500), *clients, late])
+    assert trace.llm_calls == calls

@@ -12,9 +12,10 @@ with nested spans. Real exports show two more ways a trace counts calls that nev
   family, they overlap in time (a span's events count as its time: a stream's first-chunk event
   may come after a span that ended early), and their input and output tokens are equal or one of
   them records none. A call is described at most once by each scope, so two parallel calls from
-  one instrumentation are never merged. Of each such group the span with the most complete usage
-  is counted (then one recording a time to first token, then the one closest to the wire: the
-  latest to start).
+  one instrumentation are never merged; and when more than ``CROWD`` calls of one instrumentation
+  and model are running as another's span starts, none is matched with it (too many to tell).
+  Of each such group the span with the most complete usage is counted (then one recording a time
+  to first token, then the one closest to the wire: the latest to start).
 * **Not a call.** Instrumentations mark helper methods as LLM spans (LlamaIndex's
   ``OpenAI._prepare_chat_with_tools``). An LLM span is not counted when it shows no exchange
   with a model (no token usage, no first-token time, no error, no request or response messages,
@@ -27,12 +28,17 @@ Only ``SpanProfile.counted`` changes: times, self times and the critical path st
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 
 from .categories import LLM
 from .genai import same_model
 from .profile import SpanProfile
 from .records import AttributeValue, StatusCode
+
+#: More spans of one instrumentation and model than this still running when a span of another starts
+#: are too many to tell which of them describes the same call: none of them is matched with it.
+CROWD = 16
 
 #: Attribute key prefixes that show a request sent to a model or a response from one, in the
 #: conventions real instrumentations write (OpenInference, GenAI, Traceloop's legacy keys).
@@ -137,24 +143,25 @@ def _overlapping_pairs(candidates: list[SpanProfile]) -> list[tuple[tuple[bool, 
     """Pairs of candidates from different scopes whose windows overlap and that may be one call.
 
     A sweep by start time keeps, per model family and scope, the spans whose window is still
-    open, so spans of one scope are never compared with each other.
+    open (in a heap by end), so spans of one scope are never compared with each other, and a
+    crowd of more than ``CROWD`` is never compared at all.
     """
     windows = {id(s): _window(s) for s in candidates}
     candidates = sorted(candidates, key=lambda s: s.start_ns)
-    open_windows: dict[str | None, dict[str, list[SpanProfile]]] = {}
+    open_by_model: dict[str | None, dict[str, list[tuple[int, int, SpanProfile]]]] = {}
     pairs: list[tuple[tuple[bool, int], SpanProfile, SpanProfile]] = []
-    for b in candidates:
+    for order, b in enumerate(candidates):
         b_start, b_end = windows[id(b)]
-        by_scope = open_windows.setdefault(b.model, {})
+        by_scope = open_by_model.setdefault(b.model, {})
         for scope, still_open in by_scope.items():
-            still_open[:] = [a for a in still_open if windows[id(a)][1] >= b_start]
-            if scope == b.record.scope:
+            while still_open and still_open[0][0] < b_start:
+                heapq.heappop(still_open)
+            if scope == b.record.scope or len(still_open) > CROWD:
                 continue
-            for a in still_open:
-                overlap = min(windows[id(a)][1], b_end) - b_start
+            for a_end, _, a in still_open:
                 if _may_be_one_call(a, b):
-                    pairs.append(((a.tokens is not None and b.tokens is not None, overlap), a, b))
-        by_scope.setdefault(b.record.scope, []).append(b)
+                    pairs.append(((a.tokens is not None and b.tokens is not None, min(a_end, b_end) - b_start), a, b))
+        heapq.heappush(by_scope.setdefault(b.record.scope, []), (b_end, order, b))
     return pairs
 
 
@@ -174,16 +181,17 @@ def _may_be_one_call(a: SpanProfile, b: SpanProfile) -> bool:
     if a_usage is not None and b_usage is not None:  # noqa: SIM102 (one condition per line reads better)
         if (a_usage.input, a_usage.output) != (b_usage.input, b_usage.output):
             return False
-    return not _contains(a, b) and not _contains(b, a)
+    return not _nested(a, b)
 
 
-def _contains(outer: SpanProfile, inner: SpanProfile) -> bool:
-    node = inner.parent
-    while node is not None:
-        if node is outer:
-            return True
+def _nested(a: SpanProfile, b: SpanProfile) -> bool:
+    """Whether one of the spans is an ancestor of the other."""
+    if a.depth == b.depth:
+        return False
+    outer, node = (a, b) if a.depth < b.depth else (b, a)
+    while node is not None and node.depth > outer.depth:
         node = node.parent
-    return False
+    return node is outer
 
 
 def _preference(span: SpanProfile) -> tuple[bool, int, bool, int, str]:

@@ -109,7 +109,7 @@ def profiled(source: Source, mode: str) -> Run:
 
 
 def calls_and_spans(run: Run) -> list[tuple[SpanProfile, ServerCall]]:
-    return counted_llm_calls(run.exported.main, run.calls, run.exported.scopes)
+    return counted_llm_calls(run.exported.main, run.calls)
 
 
 @pytest.mark.parametrize(("source", "mode"), PARAMS)
