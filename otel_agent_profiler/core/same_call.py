@@ -188,7 +188,8 @@ def _nested(a: SpanProfile, b: SpanProfile) -> bool:
     """Whether one of the spans is an ancestor of the other."""
     if a.depth == b.depth:
         return False
-    outer, node = (a, b) if a.depth < b.depth else (b, a)
+    outer, inner = (a, b) if a.depth < b.depth else (b, a)
+    node: SpanProfile | None = inner
     while node is not None and node.depth > outer.depth:
         node = node.parent
     return node is outer
