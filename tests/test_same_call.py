@@ -339,3 +339,17 @@ def test_a_span_starting_among_a_crowd_of_another_instrumentation_s_calls_is_not
     late = oi_llm("ChatOpenAI", "conformance run", 150, 390, LANGCHAIN, model="o4-mini", tokens=(50, 5, 0, 0))
     trace = profile([framework("conformance run", None, 0, 500), *clients, late])
     assert trace.llm_calls == calls
+
+
+def test_a_genai_call_recording_no_usage_or_content_beside_another_call_is_a_call() -> None:
+    # A streamed call without usage, content capture off: its GenAI operation and request model say a
+    # request was made, so it stays a call beside the agent's other call of the same model.
+    bare = span(
+        "chat o4-mini",
+        "run_agent_step",
+        810 * MS,
+        900 * MS,
+        attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "o4-mini"},
+        scope=OPENAI_V2,
+    )
+    assert profile([*LLAMA_INDEX_STEP[:2], LLAMA_INDEX_STEP[3], bare]).llm_calls == 2

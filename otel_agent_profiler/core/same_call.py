@@ -18,8 +18,8 @@ with nested spans. Real exports show two more ways a trace counts calls that nev
   to first token, then the one closest to the wire: the latest to start).
 * **Not a call.** Instrumentations mark helper methods as LLM spans (LlamaIndex's
   ``OpenAI._prepare_chat_with_tools``). An LLM span is not counted when it shows no exchange
-  with a model (no token usage, no first-token time, no error, no request or response messages,
-  no response attributes) while a sibling or a descendant of the same model family (of any model,
+  with a model (no token usage, no first-token time, no error, no request or response
+  attributes or messages) while a sibling or a descendant of the same model family (of any model,
   when the span names none) does. Alone, such a span is still a call: an instrumentation may
   hide content and record no usage.
 
@@ -41,17 +41,22 @@ from .records import AttributeValue, StatusCode
 CROWD = 16
 
 #: Attribute key prefixes that show a request sent to a model or a response from one, in the
-#: conventions real instrumentations write (OpenInference, GenAI, Traceloop's legacy keys).
+#: conventions real instrumentations write: GenAI's (an operation, request and response attributes,
+#: messages), Traceloop's legacy keys, OpenInference's messages. OpenInference marks a span LLM by
+#: its span kind alone, with no request attribute of its own: its helper spans have none of these.
 _EXCHANGE_PREFIXES = (
-    "llm.input_messages",
-    "llm.output_messages",
-    "llm.prompts",
-    "llm.finish_reason",
+    "gen_ai.operation.name",
+    "gen_ai.request.",
+    "gen_ai.response.",
     "gen_ai.input.messages",
     "gen_ai.output.messages",
     "gen_ai.prompt",
     "gen_ai.completion",
-    "gen_ai.response.",
+    "llm.request.type",
+    "llm.prompts",
+    "llm.input_messages",
+    "llm.output_messages",
+    "llm.finish_reason",
 )
 
 
