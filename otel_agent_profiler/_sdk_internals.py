@@ -106,7 +106,8 @@ LINKS_FIELD = "_links"
 BOUNDED_ATTRIBUTES_DICT = "_dict"
 
 #: Reads a span's fields from its instance dict in one call, raising ``KeyError`` when one is missing:
-#: end time, attributes, context, parent, name, start time, kind, status, events, links, resource.
+#: end time, attributes, context, parent, name, start time, kind, status, events, links, resource,
+#: instrumentation scope.
 span_fields = itemgetter(
     "_end_time",
     ATTRIBUTES_FIELD,
@@ -119,6 +120,7 @@ span_fields = itemgetter(
     EVENTS_FIELD,
     LINKS_FIELD,
     "_resource",
+    "_instrumentation_scope",
 )
 
 #: Exactly these types have the layout above and properties that return its fields unchanged; a

@@ -45,12 +45,14 @@ def span(
     *,
     trace_id: str = TRACE_ID,
     attributes: Mapping[str, object] | None = None,
+    scope: str = "",
     **attrs: object,
 ) -> SpanRecord:
     """A ``SpanRecord`` named ``name`` whose parent is the span named ``parent`` (or none).
 
     ``attributes`` takes keys that are not Python identifiers (``gen_ai.operation.name``);
-    other keyword arguments are added as attributes too.
+    other keyword arguments are added as attributes too. ``scope`` names the instrumentation
+    scope that wrote the span.
     """
     merged: dict[str, object] = dict(attributes or {})
     merged.update(attrs)
@@ -63,6 +65,7 @@ def span(
         end_ns=end,
         kind=kind,
         attributes=merged,
+        scope=scope,
     )
 
 

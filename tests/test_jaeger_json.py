@@ -351,3 +351,13 @@ def test_export_without_spans_is_reported(tmp_path) -> None:
     assert trace_file.records == []
     line = trace_file.error_line()
     assert line is not None and "empty-export.json" in line
+
+
+@pytest.mark.parametrize("key", ["otel.scope.name", "otel.library.name"])
+def test_the_instrumentation_scope_tag_names_the_record_s_scope(key: str) -> None:
+    # The semantic conventions' attribute for non-OTLP exporters, and the older Jaeger mapping's.
+    spans = [jaeger_span(ROOT, tags=[tag(key, "opentelemetry.instrumentation.openai.v1")]), jaeger_span(CHILD, ROOT)]
+    records = records_by_id(jaeger_doc(spans))
+    assert records[ROOT].scope == "opentelemetry.instrumentation.openai.v1"
+    assert records[ROOT].attributes[key] == "opentelemetry.instrumentation.openai.v1"
+    assert records[CHILD].scope == ""

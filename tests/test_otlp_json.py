@@ -641,3 +641,36 @@ def test_protobuf_json_mapping_of_real_sdk_spans(tmp_path) -> None:
     [event] = child_record.events
     assert event.name == "gen_ai.content.completion.chunk"
     assert event.attributes == {"index": 1}
+
+
+# --------------------------------------------------------------------------- instrumentation scopes
+
+
+@pytest.mark.parametrize("with_a_bad_span", [False, True], ids=["typed-reader", "tolerant-reader"])
+def test_each_span_keeps_the_name_of_its_instrumentation_scope(with_a_bad_span: bool) -> None:
+    # A bad span sends the whole document to the tolerant reader, which must read scopes alike.
+    bad = [otlp_span("xyz", ROOT)] if with_a_bad_span else []
+    document = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {"scope": {"name": "openinference.instrumentation.langchain"}, "spans": [otlp_span(ROOT), *bad]},
+                    {"scope": {"name": "opentelemetry.instrumentation.openai.v1"}, "spans": [otlp_span(CHILD, ROOT)]},
+                    {"spans": [otlp_span("0000000000000001", ROOT)]},
+                ]
+            },
+            {
+                "instrumentationLibrarySpans": [
+                    {"instrumentationLibrary": {"name": "old.library"}, "spans": [otlp_span("0000000000000002", ROOT)]}
+                ]
+            },
+        ]
+    }
+    trace_file = parse(document)
+    assert len(trace_file.problems) == (1 if with_a_bad_span else 0)
+    assert {r.span_id: r.scope for r in trace_file.records} == {
+        ROOT: "openinference.instrumentation.langchain",
+        CHILD: "opentelemetry.instrumentation.openai.v1",
+        "0000000000000001": "",
+        "0000000000000002": "old.library",
+    }

@@ -134,7 +134,7 @@ def test_span_fields_are_in_the_instance_dict_as_the_properties_return_them(ende
         fields = internals.span_fields(state)
     except KeyError as missing:
         pytest.fail(changed(f"the span field {missing} in a span's __dict__", used_by))
-    end, bounded, context, parent, name, start, kind, status, events, links, resource = fields
+    end, bounded, context, parent, name, start, kind, status, events, links, resource, scope = fields
     public = ended_span
     for field, raw, expected in [
         ("_end_time", end, public.end_time),
@@ -145,6 +145,7 @@ def test_span_fields_are_in_the_instance_dict_as_the_properties_return_them(ende
         ("_kind", kind, public.kind),
         ("_status", status, public.status),
         ("_resource", resource, public.resource),
+        ("_instrumentation_scope", scope, public.instrumentation_scope),
     ]:
         assert raw is expected, changed(f"the span field {field} (the value its property returns)", used_by)
     assert list(events) == list(public.events) and len(public.events) == 1, changed("the span field _events", used_by)

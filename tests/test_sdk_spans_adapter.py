@@ -81,6 +81,7 @@ def test_an_sdk_span_becomes_a_record_with_every_field() -> None:
             SpanLink(f"{linked.context.trace_id:032x}", f"{linked.context.span_id:016x}", {"link.kind": "follows"}),
         ),
         resource=dict(child.resource.attributes),
+        scope="test",
     )
     assert record.resource["service.name"] == "adapter-test"
 

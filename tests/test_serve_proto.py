@@ -81,6 +81,8 @@ def test_protobuf_records_equal_the_sdk_records_of_the_same_spans() -> None:
             (lk.trace_id, lk.span_id, dict(lk.attributes)) for lk in want.links
         ]
         assert record.resource["service.name"] == "svc" and record.resource["deployment"] == "test"
+        assert record.scope == want.scope
+    assert sorted(r.scope for r in records) == ["scope-a", "scope-a", "scope-b"]
 
 
 def test_bad_spans_are_skipped_and_described_the_rest_kept() -> None:
@@ -146,6 +148,8 @@ def test_enrichment_adds_the_profile_attributes_to_copies_and_keeps_originals() 
     before = request.SerializeToString()
     held = held_spans_of(request, [])
     profile = profile_trace([h.record for h in held if h.record is not None])
+    # serve's records, built from a held span, name its scope as the readers do
+    assert sorted(h.record.scope for h in held if h.record is not None) == ["scope-a", "scope-a", "scope-b"]
     out = enrich(held, profile, complete=True)
     assert request.SerializeToString() == before  # received spans are never changed
     by_id = {s.span_id: s for s in profile.spans}

@@ -39,6 +39,16 @@ def _tag_value(tag: Mapping[str, Any]) -> AttributeValue:
     return value
 
 
+def _scope_name(attributes: Mapping[str, AttributeValue]) -> str:
+    """The instrumentation scope, kept as a tag the way non-OTLP exporters write it (``otel.scope.name``;
+    before that, the specification's Jaeger mapping named it ``otel.library.name``)."""
+    for key in ("otel.scope.name", "otel.library.name"):
+        name = attributes.get(key)
+        if isinstance(name, str):
+            return name
+    return ""
+
+
 def _tags(tags: Any) -> dict[str, AttributeValue]:
     if not tags:
         return {}
@@ -126,6 +136,7 @@ def _span_record(span: Mapping[str, Any], resources: Mapping[str, dict[str, Attr
         tuple(events),
         tuple(links),
         resources.get(process_id, {}) if isinstance(process_id := span.get("processID", ""), str) else {},
+        _scope_name(attributes),
     )
 
 

@@ -119,7 +119,9 @@ def _status_of(raw: Any) -> tuple[StatusCode, str]:
     return code, message
 
 
-def _span_record(span: Mapping[str, Any], resource: dict[str, AttributeValue], known: KnownIds) -> SpanRecord:
+def _span_record(
+    span: Mapping[str, Any], resource: dict[str, AttributeValue], known: KnownIds, scope: str = ""
+) -> SpanRecord:
     if not isinstance(span, Mapping):
         raise SpanDataError(f"a JSON {type(span).__name__}, not a span object")
     try:
@@ -174,7 +176,16 @@ def _span_record(span: Mapping[str, Any], resource: dict[str, AttributeValue], k
     except TypeError:  # an unhashable kind: a list or an object
         raise SpanDataError(f"unknown span kind {span.get('kind')!r}") from None
     attributes = attributes_of(span.get("attributes"))
-    return span_record((trace_id, span_id, parent), name, start, end, kind, status, attributes, resource, events, links)
+    return span_record(
+        (trace_id, span_id, parent), name, start, end, kind, status, attributes, resource, events, links, scope
+    )
+
+
+def _scope_name(scope_span: Mapping[str, Any]) -> str:
+    """The name of a scopeSpans' instrumentation scope (instrumentationLibrary in old files); "" if none."""
+    scope = scope_span.get("scope") or scope_span.get("instrumentationLibrary")
+    name = scope.get("name") if isinstance(scope, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 def _list_of(raw: Any, what: str) -> list[Any]:
@@ -244,9 +255,10 @@ def records_from_otlp(document: Mapping[str, Any], problems: list[str], where: s
             spans = scope_span.get("spans")
             if not spans:
                 continue
+            scope = _scope_name(scope_span)
             for i, span in enumerate(_where_list(spans, f"{at}.{key}[{s}].spans", problems)):
                 try:
-                    append(_span_record(span, resource, known))
+                    append(_span_record(span, resource, known, scope))
                 except SpanDataError as exc:
                     problems.append(f"{at}.{key}[{s}].spans[{i}]: {exc}")
                 except (AttributeError, KeyError, TypeError, ValueError, RecursionError) as exc:

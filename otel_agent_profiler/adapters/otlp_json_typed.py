@@ -76,8 +76,14 @@ class Span(msgspec.Struct, frozen=True):
     status: Status | None = None
 
 
+class Scope(msgspec.Struct, frozen=True):
+    name: str = ""
+
+
 class ScopeSpans(msgspec.Struct, frozen=True):
     spans: list[Span] = []
+    scope: Scope | None = None
+    instrumentationLibrary: Scope | None = None
 
 
 class Resource(msgspec.Struct, frozen=True):
@@ -124,7 +130,7 @@ def _attributes(key_values: list[KeyValue]) -> dict[str, AttributeValue]:
     return {kv.key: string if (string := kv.value.stringValue) is not None else _value(kv.value) for kv in key_values}
 
 
-def _record(span: Span, resource: dict[str, AttributeValue], known: KnownIds) -> SpanRecord:
+def _record(span: Span, resource: dict[str, AttributeValue], known: KnownIds, scope: str) -> SpanRecord:
     raw = span.traceId
     trace_id = known.traces.get(raw) or known.traces.setdefault(raw, normalize_id(raw, 16, "traceId"))
     raw = span.spanId
@@ -144,6 +150,7 @@ def _record(span: Span, resource: dict[str, AttributeValue], known: KnownIds) ->
         resource,
         ((e.name, _event_time(e), _attributes(e.attributes)) for e in span.events) if span.events else (),
         map(_link_fields, span.links) if span.links else (),
+        scope,
     )
 
 
@@ -170,8 +177,10 @@ def records_from_typed(data: TracesData) -> list[SpanRecord]:
         for resource_spans in data.resourceSpans:
             resource = _attributes(resource_spans.resource.attributes)
             for scope_spans in resource_spans.scopeSpans or resource_spans.instrumentationLibrarySpans:
+                named = scope_spans.scope or scope_spans.instrumentationLibrary
+                scope = named.name if named is not None else ""
                 for span in scope_spans.spans:
-                    append(_record(span, resource, known))
+                    append(_record(span, resource, known, scope))
     except (BadIdError, ValueError, TypeError, RecursionError) as exc:
         raise SpanDataError(str(exc)) from exc
     return records

@@ -86,7 +86,7 @@ def check_span(span: Span) -> str:
     return trace_id
 
 
-def record_of(span: Span, resource: dict[str, AttributeValue]) -> SpanRecord:
+def record_of(span: Span, resource: dict[str, AttributeValue], scope: str = "") -> SpanRecord:
     """One span as a record; raises ``SpanDataError`` for a span that cannot be used."""
     trace_id = _id(span.trace_id, 16, "trace_id")
     span_id = _id(span.span_id, 8, "span_id")
@@ -106,6 +106,7 @@ def record_of(span: Span, resource: dict[str, AttributeValue]) -> SpanRecord:
         resource,
         ((e.name, e.time_unix_nano, attributes_of(e.attributes)) for e in span.events) if span.events else (),
         map(_link_fields, span.links) if span.links else (),
+        scope,
     )
 
 
@@ -130,10 +131,11 @@ def records_from_request(
     for r, resource_spans in enumerate(request.resource_spans):
         resource = resource_attributes(resource_spans.resource)
         for s, scope_spans in enumerate(resource_spans.scope_spans):
+            scope = scope_spans.scope.name
             for i, span in enumerate(scope_spans.spans):
                 record: SpanRecord | None
                 try:
-                    record = record_of(span, resource)
+                    record = record_of(span, resource, scope)
                 except SpanDataError as exc:
                     problems.append(f"resource_spans[{r}].scope_spans[{s}].spans[{i}]: {exc}")
                     record = None

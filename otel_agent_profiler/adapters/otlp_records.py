@@ -88,6 +88,7 @@ def span_record(
     resource: dict[str, AttributeValue],
     events: Iterable[EventFields] = (),
     links: Iterable[LinkFields] = (),
+    scope: str = "",
 ) -> SpanRecord:
     """One span's record from its decoded fields.
 
@@ -103,6 +104,7 @@ def span_record(
         events: the span's events; consumed here, so a reader may pass a generator (for none,
             an empty sequence rather than an empty generator: it is cheaper).
         links: the span's links, likewise.
+        scope: the name of the instrumentation scope that wrote the span.
     """
     trace_id, span_id, parent_id = ids
     code, message = status
@@ -121,4 +123,5 @@ def span_record(
         tuple(starmap(SpanEvent, events)) if events else (),
         tuple(starmap(SpanLink, links)) if links else (),
         resource,
+        scope,
     )

@@ -112,7 +112,7 @@ def record_from_span(span: ReadableSpan, trace_id_hex: str | None = None) -> Spa
 def _record_from_fields(state: dict[str, Any], trace_id_hex: str | None) -> SpanRecord:
     # The SDK span's fields read straight from its dict: each property read is a Python call,
     # and this runs once per exported span.
-    end, bounded, context, parent, name, start, kind, status, events, links, resource = span_fields(state)
+    end, bounded, context, parent, name, start, kind, status, events, links, resource, scope = span_fields(state)
     attributes = _own_attributes(bounded, end is not None)
     return _record(
         trace_id_hex,
@@ -127,6 +127,7 @@ def _record_from_fields(state: dict[str, Any], trace_id_hex: str | None) -> Span
         events,
         links,
         resource,
+        scope,
     )
 
 
@@ -145,6 +146,7 @@ def _record_from_properties(span: ReadableSpan, trace_id_hex: str | None) -> Spa
         span.events if _has_items(span, EVENTS_FIELD) else (),
         span.links if _has_items(span, LINKS_FIELD) else (),
         span.resource,
+        span.instrumentation_scope,
     )
 
 
@@ -161,6 +163,7 @@ def _record(
     events: Any,
     links: Any,
     resource: Any,
+    scope: Any,
 ) -> SpanRecord:
     # Positional arguments, in SpanRecord's field order: this runs once per exported span.
     code = status.status_code
@@ -178,6 +181,7 @@ def _record(
         _events(events) if events else (),
         _links(links) if links else (),
         _resource_attributes(resource),
+        scope.name if scope is not None else "",
     )
 
 

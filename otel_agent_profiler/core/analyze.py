@@ -14,6 +14,7 @@ from .overrunning_children import find_overrunning_children
 from .pricing import PriceTable
 from .profile import Anomaly, TraceProfile
 from .records import AttributeValue, SpanRecord
+from .same_call import mark_non_calls, mark_side_by_side_duplicates
 from .self_time import assign_self_times
 
 #: Decides a span's category from its name and attributes.
@@ -67,6 +68,8 @@ def profile_trace(
             anomalies.extend(overrunning)
             anomalies.sort(key=lambda anomaly: (anomaly.kind, anomaly.span_id))
     mark_nested_llm_duplicates(spans)
+    mark_non_calls(spans)
+    mark_side_by_side_duplicates(spans)
     profile = TraceProfile(
         trace_id=records[0].trace_id,
         spans=spans,

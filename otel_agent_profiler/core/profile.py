@@ -57,8 +57,9 @@ class SpanProfile:
         self.self_time_ns = 0
         self.critical_path_ns = 0
         self.on_critical_path = False
-        #: False for the outer span of two nested spans describing one LLM call, which is then
-        #: counted only once in LLM counts and token totals.
+        #: False for an LLM span left out of LLM counts and token totals: the outer span of two
+        #: nested spans describing one call, all but one of the spans that instrumentations write
+        #: side by side for one call, or a span that calls no model (see ``core.same_call``).
         self.counted = True
         #: The model's family (``gpt-4o-mini``); the dated snapshot the span names, if any, in
         #: ``model_snapshot`` (``gpt-4o-mini-2024-07-18``). See ``core.models``.

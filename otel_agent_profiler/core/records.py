@@ -57,7 +57,9 @@ class SpanRecord:
 
     Ids are lowercase hex: 32 characters for trace ids, 16 for span ids. ``end_ns`` is
     ``None`` for a span that never ended. ``resource`` is usually shared between the
-    records of one process, so it must be treated as read-only.
+    records of one process, so it must be treated as read-only. ``scope`` is the name of the
+    instrumentation scope that wrote the span (``openinference.instrumentation.openai``), empty
+    when the source does not say.
     """
 
     trace_id: str
@@ -73,3 +75,4 @@ class SpanRecord:
     events: Sequence[SpanEvent] = ()
     links: Sequence[SpanLink] = ()
     resource: Attributes = field(default_factory=dict)
+    scope: str = ""

@@ -67,7 +67,7 @@ class HeldSpan:
     def record(self) -> SpanRecord | None:
         """The span as a record, or None when it cannot be profiled."""
         if self._record is None and self._resource is not None:
-            self._record = record_of(self.span, self._resource)
+            self._record = record_of(self.span, self._resource, self.origin.scope_spans.scope.name)
             self._resource = None
         return self._record
 

@@ -62,8 +62,6 @@ class Records:
     ttft: bool = True
     #: whether a streamed call's span lasts until the stream has been read
     span_covers_stream: bool = True
-    #: names of spans it marks as LLM calls though they call no model
-    not_calls: tuple[str, ...] = ()
 
 
 #: What each instrumentation that wrote LLM spans here records, by its instrumentation scope name.
@@ -72,9 +70,8 @@ PRODUCERS: dict[str, Records] = {
     "openinference.instrumentation.openai": Records(),
     "openinference.instrumentation.openai_agents": Records(cached=False, reasoning=False, ttft=False),
     "openinference.instrumentation.langchain": Records(ttft=False),
-    "openinference.instrumentation.llama_index": Records(
-        span_covers_stream=False, not_calls=("OpenAI._prepare_chat_with_tools",)
-    ),
+    # it also marks OpenAI._prepare_chat_with_tools, which calls no model, as an LLM span (not counted)
+    "openinference.instrumentation.llama_index": Records(span_covers_stream=False),
     "openinference.instrumentation.smolagents": Records(cached=False, reasoning=False, ttft=False),
     # opentelemetry-instrumentation-openai-v2 writes through opentelemetry-util-genai
     "opentelemetry.util.genai.handler": Records(cached=False, reasoning=False, ttft=False),
@@ -257,22 +254,9 @@ def expected_tokens_by_model(
     return expected
 
 
-def counted_llm_calls(
-    profile: TraceProfile, calls: list[ServerCall], scopes: Mapping[str, str]
-) -> list[tuple[SpanProfile, ServerCall]]:
-    """Each counted LLM span with the server call it made (the apps make their calls one after another).
-
-    Spans that their instrumentation marks as LLM calls though they call no model are left out here (and
-    counted by the analysis: see the llama-index note in the compatibility table).
-    """
-    counted = sorted(
-        (
-            s
-            for s in profile.spans
-            if s.category == "llm" and s.counted and s.name not in records_of(scopes[s.span_id]).not_calls
-        ),
-        key=lambda s: s.start_ns,
-    )
+def counted_llm_calls(profile: TraceProfile, calls: list[ServerCall]) -> list[tuple[SpanProfile, ServerCall]]:
+    """Each counted LLM span with the server call it made (the apps make their calls one after another)."""
+    counted = sorted((s for s in profile.spans if s.category == "llm" and s.counted), key=lambda s: s.start_ns)
     assert len(counted) == len(calls), (
         f"{len(counted)} LLM calls counted, the server answered {len(calls)}: {[(s.name, s.start_ns) for s in counted]}"
     )
@@ -280,18 +264,23 @@ def counted_llm_calls(
 
 
 def reported_by_family(tokens_by_model: Mapping[str, TokenUsage]) -> dict[str, TokenUsage]:
-    """Tokens per model as reported, grouped by model family.
+    """Tokens per model as reported, keys unchanged: the report itself names every model by its family.
 
-    The one place that decides how reported model names are compared. Today the analysis names a call by
-    whichever model attribute its source wrote (OpenInference writes the answering snapshot,
-    ``o4-mini-2025-04-16``; the GenAI conventions the requested ``o4-mini``), so this groups by family here.
-    Once reports group snapshots under their family themselves, tighten it to return ``dict(tokens_by_model)``
-    unchanged and the conformance tests assert the report's own keys.
+    The one place that decides how reported model names are compared. Sources name one model differently
+    (OpenInference writes the answering snapshot, ``o4-mini-2025-04-16``; the GenAI conventions the
+    requested ``o4-mini``); the analysis groups snapshots under their family, so a snapshot as a key fails.
     """
-    grouped: dict[str, TokenUsage] = {}
-    for model, usage in tokens_by_model.items():
-        grouped.setdefault(strip_snapshot(model), TokenUsage()).add(usage)
-    return grouped
+    snapshots = [model for model in tokens_by_model if strip_snapshot(model) != model]
+    assert not snapshots, f"models reported by snapshot, not by family: {snapshots}"
+    return dict(tokens_by_model)
+
+
+def snapshot_recorded(attributes: Mapping[str, Any], family: str) -> str | None:
+    """The dated snapshot of ``family`` that a span's attributes name, if any (in whichever attribute)."""
+    for value in attributes.values():
+        if isinstance(value, str) and value != family and value.startswith(family) and strip_snapshot(value) == family:
+            return value
+    return None
 
 
 # --------------------------------------------------------------------------------------------------------------

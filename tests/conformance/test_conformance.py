@@ -14,7 +14,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from backends import artifact_dir
@@ -37,11 +36,13 @@ from harness import (
     reported_by_family,
     run_app,
     server_calls,
+    snapshot_recorded,
     tool_span,
 )
 
 from demo.fake_llm import FakeOpenAIServer
 from otel_agent_profiler import SpanProfile, TokenUsage
+from otel_agent_profiler.core.genai import strip_snapshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.conformance]
 
@@ -80,34 +81,6 @@ SOURCES = [
 ]
 PARAMS = [pytest.param(source, mode, id=f"{source.name}-{mode}") for source in SOURCES for mode in MODES]
 
-# Defects of ours these sources show, left to other work; each test it breaks is marked (strict: it fails once fixed).
-_SIBLING_LLM_SPANS = (
-    "two LLM spans describing one call side by side (not nested) are counted as two calls: the OpenAI "
-    "instrumentations' spans do not nest under {framework}'s own LLM span"
-)
-KNOWN_DOUBLE_COUNTS = {
-    ("langgraph", "zero-code"): _SIBLING_LLM_SPANS.format(framework="LangChain"),
-    ("llama-index", "zero-code"): _SIBLING_LLM_SPANS.format(framework="LlamaIndex's streamed call"),
-    ("llama-index", "processor"): (
-        "llama-index's OpenInference instrumentation marks OpenAI._prepare_chat_with_tools (no model call) "
-        "as an LLM span, and the analysis counts it as a call"
-    ),
-}
-
-
-def with_known_double_counts(counts_tokens: bool) -> list[Any]:
-    params = []
-    for source in SOURCES:
-        for mode in MODES:
-            reason = KNOWN_DOUBLE_COUNTS.get((source.name, mode))
-            # the _prepare_chat_with_tools spans carry no tokens: they break the count, not the totals
-            if reason and (not counts_tokens or "_prepare_chat_with_tools" not in reason):
-                marks = [pytest.mark.xfail(reason=reason, strict=True)]
-            else:
-                marks = []
-            params.append(pytest.param(source, mode, id=f"{source.name}-{mode}", marks=marks))
-    return params
-
 
 @dataclass
 class Run:
@@ -136,7 +109,7 @@ def profiled(source: Source, mode: str) -> Run:
 
 
 def calls_and_spans(run: Run) -> list[tuple[SpanProfile, ServerCall]]:
-    return counted_llm_calls(run.exported.main, run.calls, run.exported.scopes)
+    return counted_llm_calls(run.exported.main, run.calls)
 
 
 @pytest.mark.parametrize(("source", "mode"), PARAMS)
@@ -160,7 +133,7 @@ def test_critical_path_takes_the_slower_parallel_tool(source: Source, mode: str)
     assert last.on_critical_path, "the last LLM call is on the critical path"
 
 
-@pytest.mark.parametrize(("source", "mode"), with_known_double_counts(counts_tokens=True))
+@pytest.mark.parametrize(("source", "mode"), PARAMS)
 def test_tokens_per_model_each_call_once(source: Source, mode: str) -> None:
     run = profiled(source, mode)
     profile, scopes = run.exported.main, run.exported.scopes
@@ -176,7 +149,7 @@ def test_tokens_per_model_each_call_once(source: Source, mode: str) -> None:
     assert profile.tokens == total, "trace totals count each call once"
 
 
-@pytest.mark.parametrize(("source", "mode"), with_known_double_counts(counts_tokens=False))
+@pytest.mark.parametrize(("source", "mode"), PARAMS)
 def test_llm_calls_counted_once(source: Source, mode: str) -> None:
     run = profiled(source, mode)
     counted = [s.name for s in run.exported.main.spans if s.category == "llm" and s.counted]
@@ -235,3 +208,9 @@ def test_command_line_reads_the_exported_file_alike(source: Source, mode: str) -
     reported = traces[profile.trace_id]
     assert reported["llm_calls"] == profile.llm_calls
     assert reported["tokens_by_model"] == {m: u.to_dict() for m, u in sorted(profile.tokens_by_model.items())}
+    # the span detail names each call's model by family and keeps the snapshot its source recorded
+    llm = [span for span in reported["spans"] if span["category"] == "llm"]
+    assert llm and all(span["model"] for span in llm), llm
+    for span in llm:
+        assert span["model"] == strip_snapshot(span["model"]), span
+        assert span["model_snapshot"] == snapshot_recorded(run.exported.live[span["span_id"]], span["model"]), span
