@@ -24,7 +24,8 @@ serve's falls as more threads compete with it for the CPUs. Compare ratios at th
 only, and read a high ratio at few clients as the client holding rotel back.
 
 Many connections: ``--burst-clients`` (50) client threads, each with its own connection, send
-``--burst-requests`` small requests (5 spans) in all, over HTTP and over gRPC, to a fresh serve;
+``--burst-requests`` small requests (5 spans) in all, over HTTP (every other request on a new
+connection) and over gRPC, to a fresh serve;
 every answer other than 200 / OK, every reset and every refused connection is counted (goal: none).
 
 Memory per in-flight span: a fresh serve with a quiet period long enough that no trace completes
@@ -354,9 +355,13 @@ def burst(http_port: int, grpc_port: int, clients: int, requests: int, body: byt
             outcomes[protocol][outcome] = outcomes[protocol].get(outcome, 0) + 1
 
     def http_client(share: int) -> None:
+        # Every other request on a new connection: keep-alive traffic and accepting under load, both.
         connection = http.client.HTTPConnection(HOST, http_port, timeout=30)
         try:
-            for _ in range(share):
+            for number in range(share):
+                if number % 2:
+                    connection.close()
+                    connection = http.client.HTTPConnection(HOST, http_port, timeout=30)
                 try:
                     connection.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
                     response = connection.getresponse()

@@ -10,6 +10,7 @@ records the span ids it received, so "delivered" is what really arrived. Each sc
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 import logging
 import random
@@ -368,6 +369,27 @@ def test_stalled_clients_hold_a_bounded_number_of_threads_released_by_the_read_t
         finally:
             for client in stalled:
                 client.close()
+
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+def test_connections_closed_by_their_clients_free_their_slots() -> None:
+    config = _config(None)
+    config.max_connections = 5
+    with ProfilingService(config) as service:
+        for _ in range(6 * config.max_connections):  # each on a new keep-alive connection the client closes
+            connection = http.client.HTTPConnection("127.0.0.1", service.http_port, timeout=10)
+            connection.request("POST", "/v1/traces", _request(1).SerializeToString(), PROTOBUF)
+            response = connection.getresponse()
+            assert response.status == 200 and response.getheader("Connection") != "close"
+            response.read()
+            connection.close()
+        idle = [socket.create_connection(("127.0.0.1", service.http_port)) for _ in range(config.max_connections)]
+        for client in idle:  # opened and closed without a request
+            client.close()
+        assert Sender(service.http_port).send(_request(2), retry_for_s=2) == 200
+        assert _counts(service)["received"] == 6 * config.max_connections + 2
 
 
 def _raw_post(port: int, headers: dict[str, str], body: bytes, *, length: int | None = None) -> tuple[int, bytes]:

@@ -26,6 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 from opentelemetry.sdk.metrics import MeterProvider
@@ -173,7 +174,7 @@ class ProfilingService:
             receivers[passthrough.signal.http_path] = (passthrough.signal, passthrough.receive)
         return receivers
 
-    def health(self) -> dict[str, object]:
+    def health(self) -> dict[str, Any]:
         """``GET /health``: the pipeline's status and span counts, and the metrics and logs passed through."""
         document = self.pipeline.health()
         document["signals"] = {name: passthrough.counts() for name, passthrough in self.passthroughs.items()}

@@ -163,6 +163,8 @@ class _Connection(web.RequestHandler):
             self.on_lost()
 
     def eof_received(self) -> bool:  # type: ignore[override]  # asyncio: True keeps the transport open
+        if self._waiter is not None and not self._waiter.done():
+            return False  # idle, waiting for a request that will not come: asyncio closes the transport
         # The client sent all it will send: a body cut short reads as ended (answered 400), and the
         # answer still goes out. aiohttp's own handler would close the transport here.
         for _, payload in self._messages:
