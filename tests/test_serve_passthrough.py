@@ -76,7 +76,8 @@ def _post(port: int, path: str, body: bytes, content_type: str, token: str | Non
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as err:
-        return err.code, err.read()
+        with err:
+            return err.code, err.read()
 
 
 def _get(port: int, path: str) -> tuple[int, dict[str, str], Any]:
@@ -84,7 +85,8 @@ def _get(port: int, path: str) -> tuple[int, dict[str, str], Any]:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
             return response.status, dict(response.headers), json.loads(response.read())
     except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), json.loads(err.read())
+        with err:
+            return err.code, dict(err.headers), json.loads(err.read())
 
 
 def _send_all_ways(service: ProfilingService, tag: str) -> None:
@@ -191,7 +193,8 @@ def test_metrics_and_logs_are_pushed_back_at_the_held_limit() -> None:
         )
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
-        assert refused.value.code == 503 and refused.value.headers["Retry-After"] == "1"
+        with refused.value:
+            assert refused.value.code == 503 and refused.value.headers["Retry-After"] == "1"
         with grpc.insecure_channel(f"127.0.0.1:{service.grpc_port}") as channel:
             with pytest.raises(grpc.RpcError) as unavailable:
                 channel.unary_unary(METRICS_EXPORT)(body, timeout=10)

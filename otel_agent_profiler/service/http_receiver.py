@@ -23,6 +23,7 @@ timeout) is closed. A client that disconnects or times out is logged in one line
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import logging
@@ -200,9 +201,13 @@ class _Busy(asyncio.Protocol):
     see the answer.
     """
 
+    def __init__(self, lingering: set[asyncio.Transport]) -> None:
+        self._lingering = lingering  # closed by the receiver when it stops, if still open
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        self._lingering.add(transport)
         transport.write(_BUSY)
         if transport.can_write_eof():
             transport.write_eof()
@@ -217,6 +222,9 @@ class _Busy(asyncio.Protocol):
         self._transport.close()
         return True
 
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._lingering.discard(self._transport)
+
 
 class _ConnectionLimit:
     """The protocol factory: aiohttp's connection while fewer than ``limit`` are open, else ``_Busy``."""
@@ -227,6 +235,8 @@ class _ConnectionLimit:
         self._read_timeout_s = read_timeout_s
         self._open = 0  # counted at accept: a burst is accepted before any connection is made
         self._refusing = False
+        #: Connections answered 503 whose clients have not closed them yet.
+        self.refused: set[asyncio.Transport] = set()
 
     def _lost(self) -> None:
         self._open -= 1
@@ -236,7 +246,7 @@ class _ConnectionLimit:
             if not self._refusing:
                 logger.warning("too many HTTP connections: new ones are answered 503 until some end")
                 self._refusing = True
-            return _Busy()
+            return _Busy(self.refused)
         self._refusing = False
         connection = _Connection(self._server, loop=self._server._loop, **self._server._kwargs)
         connection.read_timeout_s = self._read_timeout_s
@@ -455,6 +465,7 @@ class HttpReceiver:
         self._read_timeout_s = read_timeout_s
         self._handler = handler
         self._server: web.Server | None = None
+        self._limit: _ConnectionLimit | None = None
         self._listener: asyncio.AbstractServer | None = None
 
     async def _start(self) -> None:
@@ -468,8 +479,9 @@ class HttpReceiver:
             access_log=None,
             handler_cancellation=False,
         )
+        self._limit = _ConnectionLimit(self._server, self._max_connections, self._read_timeout_s)
         self._listener = await asyncio.get_running_loop().create_server(
-            _ConnectionLimit(self._server, self._max_connections, self._read_timeout_s),
+            self._limit,
             sock=self._socket,
             ssl=self._ssl_context,
             ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if self._ssl_context is not None else None,
@@ -481,8 +493,14 @@ class HttpReceiver:
             self._listener.close()
         if self._server is not None:
             await self._server.shutdown(grace_s)
+        if self._limit is not None:
+            for transport in list(self._limit.refused):
+                transport.abort()
         if self._listener is not None:
             self._listener.close()
+            # Python 3.12 also waits here for every connection to be closed: bounded, just in case.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._listener.wait_closed(), 1.0)
 
     def start(self) -> HttpReceiver:
         self._loop.call(self._start())
