@@ -16,8 +16,12 @@ logged).
 Every connection is served on one event loop thread (``ServiceLoop``); requests are decoded and
 handed to the pipeline there. At most ``max_connections`` connections are open at once: one more
 is answered 503 with ``Retry-After`` as soon as it is accepted, and closed. A connection that
-sends nothing for ``read_timeout_s`` while a request line or headers are due (aiohttp's keep-alive
-timeout) is closed. A client that disconnects or times out is logged in one line.
+sends nothing for ``read_timeout_s`` while a request line or headers are due, or between requests,
+is closed. A client that disconnects or times out is logged in one line.
+
+aiohttp's low-level ``web.Server`` is used, not its application framework: the receiver needs its
+own hooks on each connection (the limit counted at accept, the read timeout, answering after the
+client half-closed), which ``_Connection`` adds to aiohttp's ``RequestHandler``.
 """
 
 from __future__ import annotations
