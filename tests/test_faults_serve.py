@@ -10,6 +10,7 @@ records the span ids it received, so "delivered" is what really arrived. Each sc
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 import logging
 import random
@@ -353,7 +354,7 @@ def test_stalled_clients_hold_a_bounded_number_of_threads_released_by_the_read_t
                 client = socket.create_connection(("127.0.0.1", service.http_port))
                 stalled.append(client)
                 if i % 2:  # headers complete, body stalls
-                    client.sendall(b"POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n")
+                    client.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n")
                     client.sendall(b"Content-Length: 1000\r\n\r\nabc")
                 else:  # headers stall
                     client.sendall(b"POST /v1/traces HTTP/1.1\r\n")
@@ -362,11 +363,33 @@ def test_stalled_clients_hold_a_bounded_number_of_threads_released_by_the_read_t
             with socket.create_connection(("127.0.0.1", service.http_port), timeout=5) as extra:
                 answer = extra.recv(4096)  # over the bound: answered at once, not queued behind the stalled ones
             assert answer.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in answer
-            wait_until(lambda: threading.active_count() <= baseline + 1, 5, "stalled connections to time out")
-            assert Sender(service.http_port).send(_request(3)) == 200
+            # The stalled clients keep their sockets open: a slot frees only when the read timeout closes them.
+            assert Sender(service.http_port).send(_request(3), retry_for_s=5) == 200
+            assert threading.active_count() <= baseline + 1
         finally:
             for client in stalled:
                 client.close()
+
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+def test_connections_closed_by_their_clients_free_their_slots() -> None:
+    config = _config(None)
+    config.max_connections = 5
+    with ProfilingService(config) as service:
+        for _ in range(6 * config.max_connections):  # each on a new keep-alive connection the client closes
+            connection = http.client.HTTPConnection("127.0.0.1", service.http_port, timeout=10)
+            connection.request("POST", "/v1/traces", _request(1).SerializeToString(), PROTOBUF)
+            response = connection.getresponse()
+            assert response.status == 200 and response.getheader("Connection") != "close"
+            response.read()
+            connection.close()
+        idle = [socket.create_connection(("127.0.0.1", service.http_port)) for _ in range(config.max_connections)]
+        for client in idle:  # opened and closed without a request
+            client.close()
+        assert Sender(service.http_port).send(_request(2), retry_for_s=2) == 200
+        assert _counts(service)["received"] == 6 * config.max_connections + 2
 
 
 def _raw_post(port: int, headers: dict[str, str], body: bytes, *, length: int | None = None) -> tuple[int, bytes]:
@@ -409,7 +432,8 @@ def test_client_disconnect_logs_one_line_and_no_traceback(
     with ProfilingService(_config(None)) as service, caplog.at_level(logging.INFO):
         client = socket.create_connection(("127.0.0.1", service.http_port))
         client.sendall(
-            b"POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\nContent-Length: 1000\r\n\r\n"
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            b"Content-Length: 1000\r\n\r\n"
         )
         client.sendall(b"x" * 100)
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset, not FIN

@@ -40,10 +40,18 @@ def test_serve_benchmark_quick_prints_both_rates_the_ratio_and_bytes_per_span() 
     assert all(_number(m.group(1)) > 0 for m in (rotel, ingest, end_to_end)), out
     assert f"{_number(spans.group(2)):,.0f} traces profiled" in out, out
     ratio = re.search(
-        r"^ratio serve/rotel: ingest (\d+\.\d\d), end to end (\d+\.\d\d) \(goal >= 0\.30: (NOT )?met\)", out, re.M
+        r"^ratio serve/rotel: ingest (\d+\.\d\d), end to end (\d+\.\d\d) \(goal >= 0\.50: (NOT )?met\)", out, re.M
     )
     assert ratio is not None, out
     assert float(ratio.group(1)) == pytest.approx(_number(ingest.group(1)) / _number(rotel.group(1)), abs=0.01)
+    assert re.search(r"^rounds, serve ingest: min [\d,]+, median [\d,]+, max [\d,]+ spans/s; spread \d+%", out, re.M), (
+        out
+    )
+    assert re.search(r"^serve ingest spread: \d+% \(goal <= 15%: (NOT )?met\)", out, re.M), out
+    burst = re.search(
+        r"^50 connections at once, 500 small requests over HTTP, as many over gRPC: (.*) \((\d+) not", out, re.M
+    )
+    assert burst is not None and burst.group(2) == "0", out  # no reset, refusal or error status
     memory = re.search(r"^memory per in-flight span: ([\d,]+) bytes \(([\d,]+) spans held", out, re.M)
     assert memory is not None and _number(memory.group(2)) >= 5000, out
     # Each held span is a decoded protobuf span plus its record: more than its wire size, far less than 1 MB.

@@ -1,4 +1,5 @@
-"""``otel-agent-profiler serve``: receive OTLP traces, profile them and forward them enriched."""
+"""``otel-agent-profiler serve``: receive OTLP traces, profile them and forward them enriched (and metrics
+and logs unchanged)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,13 @@ DESCRIPTION = (
     "services, group the spans by trace, profile each trace once no new span arrived for the quiet "
     "period, and forward the spans with the agent_profiler.* attributes, and the profile metrics, to "
     "the upstream OTLP endpoint. Spans over a cap or arriving after their trace was profiled are "
-    "forwarded unprofiled. Also serves GET /health, /profiles and /profiles/TRACE_ID on the HTTP port. "
+    "forwarded unprofiled. Metrics (/v1/metrics) and logs (/v1/logs) are forwarded to the upstream "
+    "unchanged, under the same limits; without an upstream they are accepted and counted. Also serves "
+    "GET /health, /health/live, /health/ready (503 while senders would be pushed back), /profiles and "
+    "/profiles/TRACE_ID on the HTTP port. "
     "A 200 / OK means the spans are held until delivered: while the upstream fails they are retried with "
     "backoff, and at --max-pending-spans or --max-memory-mib senders get 503 with Retry-After / UNAVAILABLE. "
-    "HTTP connections: at most 100 at once, closed after 10 s without data. "
+    "HTTP connections: at most 100 open at once, closed after 10 s without data. "
     "Stops on Ctrl-C or SIGTERM after profiling and forwarding what it holds, for up to --shutdown-grace "
     "seconds; exits 1 if spans it accepted could not be delivered (logged with their count), 2 if it cannot "
     "start (a port in use, unreadable TLS or token files, a bad upstream). TLS and a "
@@ -51,9 +55,9 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="URL",
         default=os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None,
         help=(
-            "OTLP endpoint to forward spans and metrics to, e.g. http://collector:4317 (gRPC) or "
-            "http://collector:4318 (HTTP; /v1/traces is appended). Default: $OTEL_EXPORTER_OTLP_ENDPOINT; "
-            "without either, traces are only profiled"
+            "OTLP endpoint to forward spans, metrics and logs to, e.g. http://collector:4317 (gRPC) or "
+            "http://collector:4318 (HTTP; /v1/traces, /v1/metrics, /v1/logs are appended). Default: "
+            "$OTEL_EXPORTER_OTLP_ENDPOINT; without either, traces are only profiled, metrics and logs only counted"
         ),
     )
     serve.add_argument(
@@ -93,7 +97,8 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         default=100_000,
         metavar="N",
         help="spans held (assembling, or waiting to be forwarded) past which senders are answered 503 / "
-        "UNAVAILABLE until some are delivered (default: %(default)s)",
+        "UNAVAILABLE until some are delivered; the same bound applies to the metric data points and to the "
+        "log records waiting to be forwarded (default: %(default)s)",
     )
     serve.add_argument(
         "--max-memory-mib",
@@ -130,7 +135,8 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         "--bearer-token-file",
         metavar="PATH",
         help=(
-            "file holding a token that every request but GET /health must carry as 'Authorization: Bearer TOKEN' "
+            "file holding a token that every request but the health checks (GET /health, /health/live, "
+            "/health/ready) must carry as 'Authorization: Bearer TOKEN' "
             f"(401 / UNAUTHENTICATED otherwise). Default: ${TOKEN_ENV}; without either, no token is required"
         ),
     )

@@ -6,21 +6,27 @@
 metrics and closes everything. ``run(config)`` does both around SIGINT/SIGTERM and exits 1 when
 spans it accepted were not delivered.
 
+Traces are profiled and forwarded; metrics and logs are forwarded unchanged (``passthrough``),
+each signal by its own forwarder. Without an upstream all three are accepted and counted.
+
 ``tls_cert``/``tls_key`` (PEM files, both or neither) put both receivers on TLS; ``bearer_token``
-makes every request but ``GET /health`` need ``Authorization: Bearer <token>``. Both are off by
-default.
+makes every request but the health checks (``GET /health``, ``/health/live``, ``/health/ready``)
+need ``Authorization: Bearer <token>``. Both are off by default.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
 import ssl
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 from opentelemetry.sdk.metrics import MeterProvider
@@ -29,10 +35,13 @@ from opentelemetry.sdk.resources import Resource
 
 from .._version import __version__
 from ..live.profile_metrics import ProfileMetrics
-from .forwarder import Forwarder, grpc_target, http_traces_url, make_exporter
+from .forwarder import Forwarder, grpc_target, http_signal_url, make_exporter
+from .http_receiver import HttpEndpoints, HttpReceiver, ServiceLoop
+from .passthrough import PassThrough
 from .pipeline import Pipeline, PipelineConfig
-from .receivers import BearerToken, GrpcReceiver, HttpReceiver
+from .receivers import BearerToken, GrpcReceiver, Receive
 from .self_metrics import register_service_metrics
+from .signals import LOGS, METRICS, TRACES, Signal
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +67,7 @@ class ServeConfig:
     shutdown_grace_s: float = 30.0
     #: Seconds an HTTP connection may take to send a request line, its headers or the next chunk of its body.
     read_timeout_s: float = 10.0
-    #: HTTP connections served at once (one thread each); more are answered 503 and closed.
+    #: HTTP connections open at once; more are answered 503 and closed.
     max_connections: int = 100
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     #: PEM certificate chain and private key (unencrypted) for TLS on both receivers; both or neither.
@@ -98,7 +107,7 @@ def _metric_exporter(url: str, protocol: str, timeout_s: float) -> MetricExporte
         return GrpcMetricExporter(endpoint=target, insecure=not secure, timeout=timeout_s)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetricExporter
 
-    return HttpMetricExporter(endpoint=http_traces_url(url)[: -len("traces")] + "metrics", timeout=timeout_s)
+    return HttpMetricExporter(endpoint=http_signal_url(url, METRICS), timeout=timeout_s)
 
 
 class ProfilingService:
@@ -110,12 +119,7 @@ class ProfilingService:
         forwarder = None
         metrics = None
         if config.upstream:
-            exporter = make_exporter(config.upstream, config.upstream_protocol, config.export_timeout_s)
-            forwarder = Forwarder(
-                exporter,
-                initial_backoff_s=config.retry_initial_backoff_s,
-                max_backoff_s=config.retry_max_backoff_s,
-            )
+            forwarder = self._forwarder(TRACES)
             reader = PeriodicExportingMetricReader(
                 _metric_exporter(config.upstream, config.upstream_protocol, config.export_timeout_s),
                 export_interval_millis=config.metrics_interval_s * 1000,
@@ -126,23 +130,76 @@ class ProfilingService:
             )
             metrics = ProfileMetrics(self._meter_provider)
         self.pipeline = Pipeline(config.pipeline, forwarder, metrics)
-        if self._meter_provider is not None:
-            register_service_metrics(
-                self._meter_provider.get_meter("otel_agent_profiler.serve", __version__), self.pipeline.health
+        pipeline = self.pipeline
+        self.passthroughs = {
+            signal.name: PassThrough(
+                signal,
+                self._forwarder(signal) if config.upstream else None,
+                max_pending_items=config.pipeline.max_pending_spans,
+                max_held_bytes=config.pipeline.max_held_bytes,
+                other_held_bytes=lambda: pipeline.held_bytes,
             )
+            for signal in (METRICS, LOGS)
+        }
+        passthroughs = list(self.passthroughs.values())
+        pipeline.other_held_bytes = lambda: sum(passthrough.held_bytes for passthrough in passthroughs)
+        if self._meter_provider is not None:
+            meter = self._meter_provider.get_meter("otel_agent_profiler.serve", __version__)
+            register_service_metrics(meter, self.health)
+        self._loop: ServiceLoop | None = None
         self._http: HttpReceiver | None = None
         self._grpc: GrpcReceiver | None = None
         self.http_port = 0
         self.grpc_port = 0
 
+    def _forwarder(self, signal: Signal) -> Forwarder:
+        config = self.config
+        assert config.upstream
+        return Forwarder(
+            make_exporter(config.upstream, config.upstream_protocol, config.export_timeout_s, signal),
+            initial_backoff_s=config.retry_initial_backoff_s,
+            max_backoff_s=config.retry_max_backoff_s,
+            signal=signal,
+        )
+
+    def _receivers(self) -> dict[str, tuple[Signal, Receive]]:
+        """What each OTLP path takes: traces go to the pipeline, metrics and logs pass through."""
+        pipeline = self.pipeline
+
+        def traces(request: object, size_bytes: int) -> int:
+            return pipeline.receive(request)  # type: ignore[arg-type]
+
+        receivers: dict[str, tuple[Signal, Receive]] = {TRACES.http_path: (TRACES, traces)}
+        for passthrough in self.passthroughs.values():
+            receivers[passthrough.signal.http_path] = (passthrough.signal, passthrough.receive)
+        return receivers
+
+    def health(self) -> dict[str, Any]:
+        """``GET /health``: the pipeline's status and span counts, and the metrics and logs passed through."""
+        document = self.pipeline.health()
+        document["signals"] = {name: passthrough.counts() for name, passthrough in self.passthroughs.items()}
+        return document
+
+    def not_ready(self) -> str | None:
+        """Why requests would be pushed back now (``GET /health/ready`` answers 503), or None."""
+        reason = self.pipeline.not_ready()
+        if reason is None:
+            for passthrough in self.passthroughs.values():
+                if passthrough.overloaded():
+                    return f"{passthrough.signal.name} held at a limit"
+        return reason
+
     def start(self) -> ProfilingService:
         config = self.config
         try:
             ssl_context, credentials = self._tls if self._tls is not None else (None, None)
+            receivers = self._receivers()
+            self._loop = ServiceLoop()
             self._http = HttpReceiver(
+                self._loop,
                 config.host,
                 config.http_port,
-                self.pipeline,
+                HttpEndpoints(receivers, self.pipeline, self.health, self.not_ready),
                 config.max_request_bytes,
                 ssl_context,
                 self._bearer,
@@ -153,7 +210,7 @@ class ProfilingService:
             self._grpc = GrpcReceiver(
                 config.host,
                 config.grpc_port,
-                self.pipeline,
+                receivers,
                 config.max_request_bytes,
                 credentials=credentials,
                 bearer_token=self._bearer,
@@ -171,11 +228,28 @@ class ProfilingService:
             self._grpc.stop(min(5.0, self.config.shutdown_grace_s))
             self._grpc = None
         if self._http is not None:
-            self._http.stop()
+            self._http.stop(min(5.0, self.config.shutdown_grace_s))
             self._http = None
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+        for passthrough in self.passthroughs.values():
+            passthrough.stop_receiving()
         self.pipeline.stop()
-        if self.pipeline.forwarder is not None:
-            self.pipeline.forwarder.close(max(0.0, deadline - time.monotonic()), self.config.export_timeout_s)
+        forwarders = [self.pipeline.forwarder] + [p.forwarder for p in self.passthroughs.values()]
+        closers = [
+            threading.Thread(
+                target=forwarder.close,
+                args=(max(0.0, deadline - time.monotonic()), self.config.export_timeout_s),
+                name=f"agent-profiler-close-{forwarder.signal.name}",
+            )
+            for forwarder in forwarders
+            if forwarder is not None
+        ]
+        for closer in closers:  # the signals drain side by side, within one grace
+            closer.start()
+        for closer in closers:
+            closer.join()
         if self._meter_provider is not None:
             # The last metrics get what is left of the grace (at least a second), not the exporter's own timeout.
             remaining_s = max(1.0, deadline - time.monotonic())
@@ -202,6 +276,29 @@ def stop_report(config: ServeConfig, counts: dict[str, int]) -> tuple[int, str]:
     )
 
 
+#: How long a thread may hold the GIL while another waits for it, in ``serve``'s process (CPython's
+#: default is 5 ms). The profiling worker is CPU-bound; the receivers release the GIL at every socket
+#: read and wait for it again, up to a whole interval each time, whenever the worker is busy: ingest
+#: then fell to a third and swung with how much profiling overlapped each burst.
+SWITCH_INTERVAL_S = 0.0005
+#: Garbage collection thresholds: 20,000 allocations between young-generation collections (CPython:
+#: 700), and each older generation every 20 collections of the one below (CPython: 10). Each request
+#: decodes thousands of objects; with the defaults, tens of thousands of held spans meant hundreds of
+#: pauses per second of ingest (0.1-0.4 s of each 1-2 s burst), some over 100 ms.
+GC_THRESHOLDS = (20_000, 20, 20)
+
+
+def tune_interpreter() -> None:
+    """Settings for a process that runs ``serve`` and nothing else (``run`` calls it; an embedding
+    application keeps its own): a short GIL switch interval, so that the receivers are not starved by
+    the profiling worker, and fewer garbage collections, with what was loaded at start-up frozen out
+    of them."""
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def run(config: ServeConfig, ready: threading.Event | None = None) -> int:
     """Serve until SIGINT or SIGTERM, then shut down; returns the exit code.
 
@@ -217,6 +314,7 @@ def run(config: ServeConfig, ready: threading.Event | None = None) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         service = ProfilingService(config).start()
+        tune_interpreter()
         logger.info(
             "otel-agent-profiler serve: OTLP/HTTP on %s:%d, OTLP/gRPC on %s:%d, TLS %s, bearer token %s, "
             "upstream %s (pid %d)",
@@ -239,6 +337,15 @@ def run(config: ServeConfig, ready: threading.Event | None = None) -> int:
             counts = service.pipeline.health()["counts"]
             level, line = stop_report(config, counts)
             logger.log(level, "otel-agent-profiler serve stopped: %s; %s", line, counts)
+            for passthrough in service.passthroughs.values():
+                signal_counts = passthrough.counts()
+                if signal_counts["received"]:
+                    logger.log(
+                        logging.WARNING if signal_counts["failed"] else logging.INFO,
+                        "%s passed through: %s",
+                        passthrough.signal.name,
+                        signal_counts,
+                    )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -1,4 +1,6 @@
-"""Forwarding span batches to an upstream OTLP endpoint (gRPC or HTTP/protobuf), retried until delivered.
+"""Forwarding batches to an upstream OTLP endpoint (gRPC or HTTP/protobuf), retried until delivered.
+
+One forwarder per signal: spans (profiled and enriched), and the metrics and logs passed through.
 
 Batches wait in a queue served by one thread, in order (those waiting are merged into requests
 of up to ``MERGE_UP_TO_SPANS`` spans). A batch whose export fails with a
@@ -24,13 +26,11 @@ import urllib.parse
 import urllib.request
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc  # type: ignore[import-untyped]
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
 
-from .spans import span_count
+from .signals import TRACES, Signal
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 class Exporter(Protocol):
     """Sends one request upstream; raises on failure."""
 
-    def export(self, request: ExportTraceServiceRequest) -> None: ...
+    def export(self, request: Any) -> None: ...
 
     def close(self) -> None: ...
 
@@ -55,36 +55,49 @@ def grpc_target(url: str) -> tuple[str, bool]:
 
 def http_traces_url(url: str) -> str:
     """The traces URL: ``/v1/traces`` appended to a base URL (as ``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
+    return http_signal_url(url, TRACES)
+
+
+def http_signal_url(url: str, signal: Signal) -> str:
+    """The URL of ``signal``: its path (``/v1/metrics``, ...) appended to a base URL.
+
+    A URL that already ends with the traces path (``--upstream http://host:4318/v1/traces``) is
+    taken as the base URL plus that path.
+    """
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise ValueError(f"upstream {url!r} must be an http:// or https:// URL")
-    if parsed.path.endswith("/v1/traces"):
-        return url
-    return url.rstrip("/") + "/v1/traces"
+    if parsed.path.endswith(TRACES.http_path):
+        url = url[: -len(TRACES.http_path)]
+    return url.rstrip("/") + signal.http_path
 
 
 class GrpcExporter:
-    def __init__(self, url: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, timeout_s: float = 10.0, signal: Signal = TRACES) -> None:
         target, secure = grpc_target(url)
         self._channel = (
             grpc.secure_channel(target, grpc.ssl_channel_credentials()) if secure else grpc.insecure_channel(target)
         )
-        self._stub = TraceServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._export = self._channel.unary_unary(
+            f"/{signal.grpc_service}/Export",
+            request_serializer=signal.request_class.SerializeToString,
+            response_deserializer=signal.response_class.FromString,
+        )
         self._timeout = timeout_s
 
-    def export(self, request: ExportTraceServiceRequest) -> None:
-        self._stub.Export(request, timeout=self._timeout)
+    def export(self, request: Any) -> None:
+        self._export(request, timeout=self._timeout)
 
     def close(self) -> None:
         self._channel.close()
 
 
 class HttpExporter:
-    def __init__(self, url: str, timeout_s: float = 10.0) -> None:
-        self.url = http_traces_url(url)
+    def __init__(self, url: str, timeout_s: float = 10.0, signal: Signal = TRACES) -> None:
+        self.url = http_signal_url(url, signal)
         self._timeout = timeout_s
 
-    def export(self, request: ExportTraceServiceRequest) -> None:
+    def export(self, request: Any) -> None:
         http_request = urllib.request.Request(
             self.url,
             data=request.SerializeToString(),
@@ -98,11 +111,11 @@ class HttpExporter:
         pass
 
 
-def make_exporter(url: str, protocol: str, timeout_s: float = 10.0) -> Exporter:
+def make_exporter(url: str, protocol: str, timeout_s: float = 10.0, signal: Signal = TRACES) -> Exporter:
     if protocol == "grpc":
-        return GrpcExporter(url, timeout_s)
+        return GrpcExporter(url, timeout_s, signal)
     if protocol == "http":
-        return HttpExporter(url, timeout_s)
+        return HttpExporter(url, timeout_s, signal)
     raise ValueError(f"protocol must be grpc or http, not {protocol!r}")
 
 
@@ -130,7 +143,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-#: Batches waiting in the queue are sent together, in requests of up to this many spans.
+#: Batches waiting in the queue are sent together, in requests of up to this many items (spans, ...).
 MERGE_UP_TO_SPANS = 1000
 
 #: Called with each batch's outcome: (delivered, span count, estimated bytes).
@@ -147,12 +160,14 @@ class Forwarder:
         initial_backoff_s: float = 0.2,
         max_backoff_s: float = 5.0,
         on_done: OnDone | None = None,
+        signal: Signal = TRACES,
     ) -> None:
         self._exporter = exporter
+        self.signal = signal
         self._initial_backoff = initial_backoff_s
         self._max_backoff = max_backoff_s
         self.on_done = on_done
-        self._queue: deque[tuple[ExportTraceServiceRequest, int, int]] = deque()
+        self._queue: deque[tuple[Any, int, int]] = deque()
         self._cond = threading.Condition()
         self._deadline: float | None = None  # monotonic time past which nothing new is sent
         self._pending = 0
@@ -167,9 +182,13 @@ class Forwarder:
     def pending_spans(self) -> int:
         return self._pending
 
-    def submit(self, request: ExportTraceServiceRequest, size_bytes: int = 0) -> None:
-        """Queue ``request`` (its spans estimated at ``size_bytes``); empty requests are dropped."""
-        count = span_count(request)
+    def submit(self, request: Any, size_bytes: int = 0, count: int | None = None) -> None:
+        """Queue ``request`` (``count`` items, counted when not given, estimated at ``size_bytes``).
+
+        Empty requests are dropped.
+        """
+        if count is None:
+            count = self.signal.count(request)
         if not count:
             return
         with self._cond:
@@ -214,11 +233,12 @@ class Forwarder:
         """
         if len(self._queue) < 2 or self._queue[0][1] + self._queue[1][1] > MERGE_UP_TO_SPANS:
             return
-        merged = ExportTraceServiceRequest()
+        field = self.signal.resources_field
+        merged = self.signal.request_class()
         count = size = 0
         while self._queue and count + self._queue[0][1] <= MERGE_UP_TO_SPANS:
             request, spans, size_bytes = self._queue.popleft()
-            merged.resource_spans.extend(request.resource_spans)
+            getattr(merged, field).extend(getattr(request, field))
             count += spans
             size += size_bytes
         self._queue.appendleft((merged, count, size))
@@ -231,7 +251,7 @@ class Forwarder:
         if self.on_done is not None:
             self.on_done(delivered, count, size)
 
-    def _send(self, request: ExportTraceServiceRequest, count: int) -> bool | None:
+    def _send(self, request: Any, count: int) -> bool | None:
         """Export until delivered (True), rejected for good (False), or the deadline (None)."""
         backoff = self._initial_backoff
         attempt = 0
@@ -242,10 +262,12 @@ class Forwarder:
             except Exception as exc:
                 if not retryable(exc):
                     self.failing = True
-                    logger.warning("%d spans not delivered: the upstream rejected them (%s)", count, _describe(exc))
+                    logger.warning(
+                        "%d %ss not delivered: the upstream rejected them (%s)", count, self.signal.item, _describe(exc)
+                    )
                     return False
                 if not self.failing:
-                    logger.warning("upstream failed (%s); holding spans and retrying", _describe(exc))
+                    logger.warning("upstream failed (%s); holding %ss and retrying", _describe(exc), self.signal.item)
                 self.failing = True
                 if self._wait_to_retry(time.monotonic() + backoff):
                     return None
@@ -282,7 +304,9 @@ class Forwarder:
         with self._cond:
             if self._thread.is_alive() and self._in_flight:
                 # An export that outlived its own timeout: its outcome is unknown, it counts as not delivered.
-                logger.warning("an export to the upstream did not return; its spans count as not delivered")
+                logger.warning(
+                    "an export to the upstream did not return; its %ss count as not delivered", self.signal.item
+                )
             for _, count, size in self._queue:
                 self._settle(False, count, size)
             self._queue.clear()

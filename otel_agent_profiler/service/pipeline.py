@@ -114,6 +114,8 @@ class Pipeline:
         # Accepted spans not yet delivered or failed, and their estimated bytes (see the module docstring).
         self._held_spans = 0
         self._held_bytes = 0
+        #: Bytes held besides spans (metrics and logs waiting to be forwarded), counted against the same limit.
+        self.other_held_bytes: Callable[[], int] = lambda: 0
         if forwarder is not None:
             forwarder.on_done = self._settled
         self._stopping = False
@@ -127,7 +129,7 @@ class Pipeline:
         config = self.config
         if self._held_spans >= config.max_pending_spans:
             return f"{self._held_spans} spans held (--max-pending-spans {config.max_pending_spans})"
-        if self._held_bytes >= config.max_held_bytes:
+        if self._held_bytes + self.other_held_bytes() >= config.max_held_bytes:
             return f"{self._held_bytes} bytes of spans held (memory limit {config.max_held_bytes})"
         forwarder = self.forwarder
         if forwarder is not None and forwarder.failing and self._assembler.full:
@@ -136,8 +138,17 @@ class Pipeline:
 
     def overloaded(self) -> bool:
         """Whether a request would be pushed back now."""
+        return self.not_ready() is not None
+
+    def not_ready(self) -> str | None:
+        """Why a request would be pushed back now (a limit reached, or stopping), or None."""
         with self._lock:
-            return self._limit_reached() is not None
+            return "shutting down" if self._stopping else self._limit_reached()
+
+    @property
+    def held_bytes(self) -> int:
+        """Estimated bytes of the spans held (read without the lock: a moment's value)."""
+        return self._held_bytes
 
     def receive(self, request: ExportTraceServiceRequest) -> int:
         """Take the spans of a request; returns how many. Raises ``Overloaded`` (nothing taken)."""

@@ -15,13 +15,17 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 SPANS = "agent_profiler.serve.spans"
 REJECTED_REQUESTS = "agent_profiler.serve.rejected_requests"
 HELD_SPANS = "agent_profiler.serve.held_spans"
+#: Metric data points and log records passed through, by ``agent_profiler.serve.signal`` and state.
+PASSED_THROUGH = "agent_profiler.serve.passed_through"
 
 #: Counts of /health that are span totals, by the value of ``agent_profiler.serve.state``.
 SPAN_STATES = ("received", "profiled", "forwarded", "late", "over_caps", "failed", "invalid")
+#: Counts of /health's ``signals`` (metrics, logs) that are item totals.
+PASSED_THROUGH_STATES = ("received", "forwarded", "failed")
 
 
 def register_service_metrics(meter: Meter, health: Callable[[], Mapping[str, Any]]) -> None:
-    """Observe ``health()["counts"]`` (the pipeline's /health document) through ``meter``."""
+    """Observe ``health()["counts"]`` and ``health()["signals"]`` (the /health document) through ``meter``."""
 
     def counts() -> Mapping[str, Any]:
         current = health().get("counts")
@@ -33,6 +37,19 @@ def register_service_metrics(meter: Meter, health: Callable[[], Mapping[str, Any
 
     def rejected(options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(int(counts().get("rejected_requests", 0)))]
+
+    def passed_through(options: CallbackOptions) -> Iterable[Observation]:
+        signals = health().get("signals")
+        if not isinstance(signals, Mapping):
+            return []
+        return [
+            Observation(
+                int(counts.get(state, 0)), {"agent_profiler.serve.signal": name, "agent_profiler.serve.state": state}
+            )
+            for name, counts in signals.items()
+            if isinstance(counts, Mapping)
+            for state in PASSED_THROUGH_STATES
+        ]
 
     def held(options: CallbackOptions) -> Iterable[Observation]:
         current = counts()
@@ -46,6 +63,12 @@ def register_service_metrics(meter: Meter, health: Callable[[], Mapping[str, Any
     )
     meter.create_observable_counter(
         REJECTED_REQUESTS, [rejected], unit="{request}", description="Requests answered with a retryable status"
+    )
+    meter.create_observable_counter(
+        PASSED_THROUGH,
+        [passed_through],
+        unit="{item}",
+        description="Metric data points and log records passed through to the upstream: received, forwarded, failed",
     )
     meter.create_observable_gauge(
         HELD_SPANS, [held], unit="{span}", description="Spans held: waiting for their trace, or to be forwarded"
