@@ -212,6 +212,15 @@ def test_health_live_and_ready(no_upstream: ProfilingService) -> None:
     assert _get(no_upstream.http_port, "/health/ready")[::2] == (200, {"status": "ready"})
 
 
+def test_the_kubernetes_probes_ask_paths_serve_answers(no_upstream: ProfilingService) -> None:
+    from test_deploy import container
+
+    probes = container("agent-profiler")
+    for probe in ("livenessProbe", "readinessProbe"):
+        path = probes[probe]["httpGet"]["path"]
+        assert _get(no_upstream.http_port, path)[0] == 200, (probe, path)
+
+
 def test_health_checks_need_no_token() -> None:
     with ProfilingService(ServeConfig(http_port=0, grpc_port=0, bearer_token=TOKEN)) as service:
         for path in ("/health", "/health/live", "/health/ready"):
