@@ -178,7 +178,7 @@ def main() -> int:
     )
     with tempfile.TemporaryDirectory(prefix="bench-serve-soak-") as tmp:
         log_dir = Path(tmp)
-        upstream, upstream_port = start_rotel("rotel-upstream", log_dir)
+        upstream, upstream_port, _ = start_rotel("rotel-upstream", log_dir)
         serve = None
         try:
             serve, http_port, serve_port = start_serve("serve", log_dir, upstream_port, args.quiet_period, 1000)

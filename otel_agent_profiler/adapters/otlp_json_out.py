@@ -2,8 +2,8 @@
 
 What traces fetched from a store are saved as (``--save``), so that a run can be repeated
 offline: reading the document back with :func:`otlp_json.records_from_otlp` gives records
-equal to the ones written. Records hold no instrumentation scope, so every resource gets one
-scope without a name.
+equal to the ones written. Each record's instrumentation scope is written by its name (records
+keep no scope version or attributes).
 """
 
 from __future__ import annotations
@@ -80,15 +80,22 @@ def _span_json(record: SpanRecord) -> dict[str, Any]:
 
 def otlp_json_document(records: Iterable[SpanRecord]) -> dict[str, Any]:
     """The OTLP JSON document of ``records``, in their order: a ``resourceSpans`` entry per run of records
-    sharing a resource (records of one process share their resource object, so identity tells them)."""
-    groups: list[tuple[Mapping[str, AttributeValue], list[dict[str, Any]]]] = []
+    sharing a resource (records of one process share their resource object, so identity tells them),
+    and in it a ``scopeSpans`` entry per run of records of one instrumentation scope."""
+    groups: list[tuple[Mapping[str, AttributeValue], list[tuple[str, list[dict[str, Any]]]]]] = []
     for record in records:
         if not groups or groups[-1][0] is not record.resource:
             groups.append((record.resource, []))
-        groups[-1][1].append(_span_json(record))
+        scopes = groups[-1][1]
+        if not scopes or scopes[-1][0] != record.scope:
+            scopes.append((record.scope, []))
+        scopes[-1][1].append(_span_json(record))
     return {
         "resourceSpans": [
-            {"resource": {"attributes": attributes_json(resource)}, "scopeSpans": [{"scope": {}, "spans": spans}]}
-            for resource, spans in groups
+            {
+                "resource": {"attributes": attributes_json(resource)},
+                "scopeSpans": [{"scope": {"name": name} if name else {}, "spans": spans} for name, spans in scopes],
+            }
+            for resource, scopes in groups
         ]
     }
