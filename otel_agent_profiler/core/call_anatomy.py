@@ -11,7 +11,9 @@ the client's call is split into four phases that add up to its duration exactly:
 
 The server's spans (and any HTTP client span between them and the client's LLM span) are the
 same call: they take the LLM category and the client's model, and are not counted again in
-LLM calls, tokens and cost. A client span without a token count takes the server's.
+LLM calls, tokens and cost. A client span without a token count takes the server's. A server
+span running past the HTTP span above it, within the client's call, is what a streamed response
+looks like (the HTTP client's span ends with the headers): no ``child_outlives_parent`` anomaly.
 
 When the server's three phases add up to more than the client's duration (the two measure
 with different clocks, or a retried request's attempts overlapped), they are scaled down in
@@ -173,6 +175,7 @@ def assign_call_anatomy(profile: TraceProfile) -> None:
                 # The call is counted once, on the client's side of it.
                 client.counted = True
             same_call.counted = False
+            same_call.same_call_as = client
             same_call.category = LLM
             same_call.operation = client.operation
             same_call.model = client.model
@@ -207,8 +210,32 @@ def assign_call_anatomy(profile: TraceProfile) -> None:
             span.critical_path_ns for span in _call_spans_below(client)
         )
     if servers:
+        profile.anomalies = [anomaly for anomaly in profile.anomalies if not _streamed_response(profile, anomaly)]
         profile.anomalies.sort(key=lambda anomaly: (anomaly.kind, anomaly.span_id))
         profile.critical_path_llm_phases = critical_path_phases(profile)
+
+
+def _streamed_response(profile: TraceProfile, anomaly: Anomaly) -> bool:
+    """Whether an overrun anomaly is a server span outliving the HTTP span of its own call."""
+    if anomaly.kind != "child_outlives_parent":
+        return False
+    for span in profile.spans:
+        if span.record.span_id == anomaly.span_id:
+            client = span.same_call_as
+            return client is not None and span.end_ns <= client.end_ns
+    return False
+
+
+def calls_of(spans: list[SpanProfile]) -> list[SpanProfile]:
+    """The distinct LLM calls among ``spans``: a server (or transport) span stands for its client's call."""
+    seen: set[int] = set()
+    calls: list[SpanProfile] = []
+    for span in spans:
+        call = span.same_call_as or span
+        if id(call) not in seen:
+            seen.add(id(call))
+            calls.append(call)
+    return calls
 
 
 def _call_spans_below(client: SpanProfile) -> list[SpanProfile]:
@@ -217,7 +244,7 @@ def _call_spans_below(client: SpanProfile) -> list[SpanProfile]:
     stack = list(client.children)
     while stack:
         span = stack.pop()
-        if span.category == LLM and span.llm_phases is None and not span.counted:
+        if span.same_call_as is client:
             found.append(span)
             stack.extend(span.children)
     return found

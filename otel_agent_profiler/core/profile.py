@@ -41,6 +41,7 @@ class SpanProfile:
         "operation",
         "parent",
         "record",
+        "same_call_as",
         "self_time_ns",
         "start_ns",
         "streaming",
@@ -80,6 +81,9 @@ class SpanProfile:
         #: the server's) is on the critical path.
         self.llm_phases: LlmPhases | None = None
         self.llm_call_critical_path_ns = 0
+        #: For an inference server's span of an LLM call, and an HTTP span between the two:
+        #: the client's LLM span, whose call this span is part of.
+        self.same_call_as: SpanProfile | None = None
 
     def __repr__(self) -> str:
         return (

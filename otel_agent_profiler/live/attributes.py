@@ -20,6 +20,8 @@ LLM_QUEUE_MS = "agent_profiler.llm.queue_ms"
 LLM_PREFILL_MS = "agent_profiler.llm.prefill_ms"
 LLM_DECODE_MS = "agent_profiler.llm.decode_ms"
 LLM_OTHER_MS = "agent_profiler.llm.other_ms"
+#: Only on LLM spans with an inference server's span below them (``core.call_anatomy``).
+LLM_PHASE_ATTRIBUTES = (LLM_QUEUE_MS, LLM_PREFILL_MS, LLM_DECODE_MS, LLM_OTHER_MS)
 
 TRACE_DURATION_MS = "agent_profiler.trace.duration_ms"
 TRACE_CRITICAL_PATH_MS = "agent_profiler.trace.critical_path_ms"
