@@ -7,7 +7,8 @@ It answers over plain HTTP/1.1 from a ``ThreadingHTTPServer`` on 127.0.0.1, so c
 
 Endpoints: ``POST /v1/chat/completions`` (plain and ``stream=True`` server-sent events, tool calls,
 ``stream_options.include_usage``), ``POST /v1/embeddings``, ``GET /v1/models`` (and ``/v1/models/{id}``),
-``GET /health``; with ``vllm_like`` also ``GET /metrics`` (see ``demo.vllm_like``). Errors use OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``.
+``GET /health``; with ``vllm_like`` also ``GET /metrics`` (see ``demo.vllm_like``). Errors use OpenAI's shape
+``{"error": {"message", "type", "param", "code"}}``.
 
 How the "model" behaves (deterministic for a given request and ``seed``):
 

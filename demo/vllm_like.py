@@ -118,7 +118,9 @@ class VllmLike:
         self._kv_gauge = Gauge(
             "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, registry=registry
         )
-        self._prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=registry)
+        self._prompt_tokens = Counter(
+            "vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=registry
+        )
         self._generation_tokens = Counter(
             "vllm:generation_tokens", "Number of generation tokens processed.", labels, registry=registry
         )

@@ -62,7 +62,12 @@ def test_json_has_the_phases_on_the_span_and_on_the_trace():
     document = trace_to_dict(profile(agent_with_served_call()))
     chat = next(s for s in document["spans"] if s["name"] == "chat")
     assert chat["llm_phases_ms"] == {"queue": 200.0, "prefill": 300.0, "decode": 400.0, "other": 100.0}
-    assert document["critical_path_llm_phases_ms"] == {"queue": 200.0, "prefill": 300.0, "decode": 400.0, "other": 100.0}
+    assert document["critical_path_llm_phases_ms"] == {
+        "queue": 200.0,
+        "prefill": 300.0,
+        "decode": 400.0,
+        "other": 100.0,
+    }
     server = next(s for s in document["spans"] if s["name"] == "server")
     assert server["llm_phases_ms"] is None
 

@@ -22,8 +22,8 @@ Which change each kind's ``saving_ns`` stands for:
 * ``llm_queue``: removing the inference server's queue time from every call (``llm_phases``).
 
 Kinds that suggest no single change (``sequential_llm_chain``, ``large_prompt``, ``llm_timing``,
-``llm_gaps``, ``llm_prefill``, ``llm_decode``, ``prefix_cache``, ``token_profile``, ``budget_exceeded``) have ``saving_ns == 0`` and
-carry their numbers (tokens, USD, nanoseconds) in ``evidence``.
+``llm_gaps``, ``llm_prefill``, ``llm_decode``, ``prefix_cache``, ``token_profile``, ``budget_exceeded``) have
+``saving_ns == 0`` and carry their numbers (tokens, USD, nanoseconds) in ``evidence``.
 
 Like the projection, this needs the span tree: use it before ``TraceProfile.release()``.
 """

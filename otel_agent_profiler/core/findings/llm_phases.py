@@ -125,10 +125,7 @@ def find_llm_phases(profile: TraceProfile, options: FindingOptions = DEFAULT_OPT
         share = _share(phase, llm_on_path)
         if share < PHASE_DOMINATES:
             continue
-        ranked = sorted(
-            calls,
-            key=lambda s, i=index: (-_phase_of(s, i), s.start_ns),
-        )
+        ranked = sorted(calls, key=lambda span: (-_phase_of(span, index), span.start_ns))
         saving_2x = _saving_without(profile, index, 0.5)
         findings.append(
             Finding(
