@@ -144,3 +144,61 @@ def test_phases_from_partial_or_broken_server_attributes(attributes, expected_ms
     assert phases is not None
     assert (phases.queue_ns / MS, phases.prefill_ns / MS, phases.decode_ns / MS) == expected_ms
     assert phases.total_ns == 1000 * MS
+
+
+def _findings_of(records, kind):
+    from otel_agent_profiler.core.findings import find_all
+
+    return [f for f in find_all(profile(records)) if f.kind == kind]
+
+
+def test_queueing_on_the_critical_path_is_a_finding_with_a_projected_saving():
+    from otel_agent_profiler.core.findings import LLM_QUEUE
+
+    (finding,) = _findings_of(agent_with_served_call(queue_s=0.5, prefill_s=0.2, decode_s=0.2), LLM_QUEUE)
+    assert "waited 500 ms in the inference server's queue" in finding.title
+    assert "saturated" in finding.title
+    assert finding.suggestion is not None and "replicas" in finding.suggestion and "priority" in finding.suggestion
+    # Removing the wait shortens the server's span, the call and the trace after it by as much.
+    assert finding.saving_ns == 500 * MS
+    assert [location["name"] for location in finding.where] == ["chat"]
+
+
+@pytest.mark.parametrize(
+    ("phases", "kind", "words"),
+    [
+        ((0.0, 0.7, 0.2), "llm_prefill", ("prefilling prompts", "prefix caching")),
+        ((0.0, 0.1, 0.8), "llm_decode", ("decoding answers", "max_tokens")),
+    ],
+)
+def test_prefill_or_decode_dominating_is_a_finding(phases, kind, words):
+    (finding,) = _findings_of(agent_with_served_call(*phases), kind)
+    assert words[0] in finding.title
+    assert finding.suggestion is not None and words[1] in finding.suggestion
+    assert finding.saving_ns == 0
+    assert finding.evidence["saving_if_2x_faster_ns"] > 0
+
+
+def test_no_phase_findings_below_the_thresholds_or_without_server_spans():
+    from otel_agent_profiler.core.findings import LLM_DECODE, LLM_PREFILL, LLM_QUEUE
+
+    balanced = agent_with_served_call(queue_s=0.05, prefill_s=0.4, decode_s=0.4)
+    plain = [record for record in agent_with_served_call() if record.name not in ("post", "server")]
+    for records in (balanced, plain):
+        for kind in (LLM_QUEUE, LLM_PREFILL, LLM_DECODE):
+            assert _findings_of(records, kind) == []
+
+
+def test_offline_cli_json_carries_the_phases(tmp_path, capsys):
+    import json
+
+    from otel_agent_profiler.adapters.otlp_json_out import otlp_json_document
+    from otel_agent_profiler.cli import main
+
+    path = tmp_path / "served.json"
+    path.write_text(json.dumps(otlp_json_document(agent_with_served_call())))
+    assert main(["analyze", str(path), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    (trace,) = document["traces"]
+    assert trace["critical_path_llm_phases_ms"] == {"queue": 200.0, "prefill": 300.0, "decode": 400.0, "other": 100.0}
+    assert trace["llm_calls"] == 1
