@@ -202,3 +202,35 @@ def test_offline_cli_json_carries_the_phases(tmp_path, capsys):
     (trace,) = document["traces"]
     assert trace["critical_path_llm_phases_ms"] == {"queue": 200.0, "prefill": 300.0, "decode": 400.0, "other": 100.0}
     assert trace["llm_calls"] == 1
+
+
+def test_text_report_splits_the_llm_share_of_the_critical_path():
+    from otel_agent_profiler.report.text import render_trace
+
+    report = render_trace(profile(agent_with_served_call()))
+    section = report.split("Inside the LLM calls on the critical path", 1)[1].split("\n\n", 1)[0]
+    assert "(1.00 s of the 1.00 s in llm" in section
+    lines = {line.split()[0]: line.split()[1:3] for line in section.splitlines()[1:]}
+    assert lines == {"queue": ["200", "ms"], "prefill": ["300", "ms"], "decode": ["400", "ms"], "other": ["100", "ms"]}
+    plain = [record for record in agent_with_served_call() if record.name not in ("post", "server")]
+    assert "Inside the LLM calls" not in render_trace(profile(plain))
+
+
+def test_html_report_carries_the_phases_of_each_split_call():
+    import json
+    import re
+
+    from otel_agent_profiler.report.html import render_html
+
+    trace = profile(agent_with_served_call())
+    page = render_html([trace], {})
+    data = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S)[1])
+    fields = data["span_fields"]
+    view = data["traces"][trace.trace_id]
+    phases = {row[fields.index("name")]: row[fields.index("llm_phases")] for row in view["spans"]}
+    assert phases["chat"] == [200.0, 300.0, 400.0, 100.0]
+    assert phases["server"] is None and phases["agent"] is None
+    assert view["llm_phases"] == [200.0, 300.0, 400.0, 100.0]
+    assert "LLM call phases" in page
+    plain = [record for record in agent_with_served_call() if record.name not in ("post", "server")]
+    assert "LLM call phases" not in render_html([profile(plain)], {})
