@@ -234,3 +234,22 @@ def test_html_report_carries_the_phases_of_each_split_call():
     assert "LLM call phases" in page
     plain = [record for record in agent_with_served_call() if record.name not in ("post", "server")]
     assert "LLM call phases" not in render_html([profile(plain)], {})
+
+
+def test_a_streamed_response_outliving_its_http_span_is_not_an_anomaly():
+    records = agent_with_served_call()
+    # The HTTP client's span ends with the response headers; the server streams on until 980 ms.
+    streamed = [
+        span("post", "chat", 10 * MS, 300 * MS, CLIENT, attributes={"http.request.method": "POST"})
+        if record.name == "post"
+        else record
+        for record in records
+    ]
+    trace = profile(streamed)
+    assert [a.kind for a in trace.anomalies] == []
+    assert by_name(trace)["chat"].llm_phases.total_ns == 1000 * MS
+    # The same shape without the server's attributes is still reported.
+    unserved = [
+        span("server", "post", 20 * MS, 980 * MS, SERVER) if record.name == "server" else record for record in streamed
+    ]
+    assert [a.kind for a in profile(unserved).anomalies] == ["child_outlives_parent"]

@@ -210,20 +210,18 @@ def assign_call_anatomy(profile: TraceProfile) -> None:
             span.critical_path_ns for span in _call_spans_below(client)
         )
     if servers:
-        profile.anomalies = [anomaly for anomaly in profile.anomalies if not _streamed_response(profile, anomaly)]
+        call_parts = {span.record.span_id: span for span in profile.spans if span.same_call_as is not None}
+        profile.anomalies = [a for a in profile.anomalies if not _streamed_response(call_parts, a)]
         profile.anomalies.sort(key=lambda anomaly: (anomaly.kind, anomaly.span_id))
         profile.critical_path_llm_phases = critical_path_phases(profile)
 
 
-def _streamed_response(profile: TraceProfile, anomaly: Anomaly) -> bool:
+def _streamed_response(call_parts: dict[str, SpanProfile], anomaly: Anomaly) -> bool:
     """Whether an overrun anomaly is a server span outliving the HTTP span of its own call."""
     if anomaly.kind != "child_outlives_parent":
         return False
-    for span in profile.spans:
-        if span.record.span_id == anomaly.span_id:
-            client = span.same_call_as
-            return client is not None and span.end_ns <= client.end_ns
-    return False
+    span = call_parts.get(anomaly.span_id)
+    return span is not None and span.same_call_as is not None and span.end_ns <= span.same_call_as.end_ns
 
 
 def calls_of(spans: list[SpanProfile]) -> list[SpanProfile]:
