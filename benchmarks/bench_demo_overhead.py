@@ -36,6 +36,8 @@ def _run_agent(base_url: str, enabled: bool) -> float:
         OTEL_METRICS_EXPORTER="none",
         OTEL_LOGS_EXPORTER="none",
         OTEL_AGENT_PROFILER_ENABLED="true" if enabled else "false",
+        # As `python -m demo` runs it: without the HTTP client spans (only its --server-spans mode has them).
+        OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="httpx,httpx2",
     )
     command = [str(Path(sys.executable).with_name("opentelemetry-instrument")), sys.executable]
     command += ["-m", "demo.agent"]

@@ -9,6 +9,8 @@ A research assistant answers a question in four steps, against any OpenAI-compat
 4. a final streaming chat call writes the answer.
 
 Every call shares one long system prompt, so the provider's prefix cache serves later calls.
+With ``DEMO_TOOLS_SUMMARISE=1`` (``python -m demo --server-spans``) the three parallel tools each
+ask the model to summarise what they found, so three chat calls reach the server at once.
 Run it profiled with ``opentelemetry-instrument python -m demo.agent``;
 ``python -m demo`` does that for you against a local fake server.
 """
@@ -64,23 +66,40 @@ def _client() -> AsyncOpenAI:
 # -- tools: the waits stand in for real I/O ---------------------------------------------------
 
 
+async def _summarised(found: str) -> str:
+    """``found``, or with DEMO_TOOLS_SUMMARISE=1 the model's summary of it (a chat call inside the tool)."""
+    if os.environ.get("DEMO_TOOLS_SUMMARISE") != "1":
+        return found
+    response = await _client().chat.completions.create(
+        model=MODEL,
+        messages=[
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"Summarise for the report: {found} [[answer_tokens: 60]]"},
+        ],
+    )
+    return response.choices[0].message.content or found
+
+
 @tool(call_id_param="call_id")
 async def search_kb(query: str, call_id: str | None = None) -> list[str]:
     embedding = await _client().embeddings.create(model=EMBEDDING_MODEL, input=query)
     await asyncio.sleep(0.12)  # the vector search
-    return [f"kb-doc-{i}: {query} ({len(embedding.data[0].embedding)}-d match)" for i in range(3)]
+    found = [f"kb-doc-{i}: {query} ({len(embedding.data[0].embedding)}-d match)" for i in range(3)]
+    if os.environ.get("DEMO_TOOLS_SUMMARISE") == "1":
+        return [await _summarised("; ".join(found))]
+    return found
 
 
 @tool(call_id_param="call_id")
 async def fetch_url(url: str, call_id: str | None = None) -> str:
     await asyncio.sleep(0.35)
-    return f"<html>{url}: quarterly report, revenue up 12%</html>"
+    return await _summarised(f"<html>{url}: quarterly report, revenue up 12%</html>")
 
 
 @tool(call_id_param="call_id")
 async def get_weather(city: str, call_id: str | None = None) -> str:
     await asyncio.sleep(0.08)
-    return f"{city}: 18 C, light rain"
+    return await _summarised(f"{city}: 18 C, light rain")
 
 
 @tool(call_id_param="call_id")

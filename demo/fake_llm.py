@@ -7,7 +7,8 @@ It answers over plain HTTP/1.1 from a ``ThreadingHTTPServer`` on 127.0.0.1, so c
 
 Endpoints: ``POST /v1/chat/completions`` (plain and ``stream=True`` server-sent events, tool calls,
 ``stream_options.include_usage``), ``POST /v1/embeddings``, ``GET /v1/models`` (and ``/v1/models/{id}``),
-``GET /health``. Errors use OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``.
+``GET /health``; with ``vllm_like`` also ``GET /metrics`` (see ``demo.vllm_like``). Errors use OpenAI's shape
+``{"error": {"message", "type", "param", "code"}}``.
 
 How the "model" behaves (deterministic for a given request and ``seed``):
 
@@ -43,7 +44,8 @@ reports 0 cached tokens, every later one with the same model reports the system 
 down to 64) and gets a shorter time to first token.
 
 Run it by hand with ``python -m demo.fake_llm --port 0``: it prints the base URL and
-serves until interrupted. The server never logs request bodies.
+serves until interrupted; ``--vllm-like`` adds vLLM's queueing, server spans and ``/metrics``
+(``demo.vllm_like``). The server never logs request bodies.
 """
 
 from __future__ import annotations
@@ -69,7 +71,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .vllm_like import VllmLike
 
 __all__ = ["DEFAULT_TIMINGS", "FakeOpenAIServer", "ModelTiming", "main"]
 
@@ -453,7 +458,7 @@ class FakeOpenAIServer:
     ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``reasoning_tokens``, ``usage_sent`` (whether the
     response carried the usage: always for plain calls, on request for streams), ``finish_reason``,
     ``tool_calls`` (names), ``inputs`` (embeddings), ``traceparent`` (the W3C header, if the client sent one),
-    ``error`` (the error code, if any) and ``aborted`` (the client hung up mid-response).
+    ``error`` (the error code, if any), ``aborted`` (the client hung up mid-response) and ``response_id`` (chat).
     """
 
     def __init__(
@@ -465,6 +470,7 @@ class FakeOpenAIServer:
         default_answer_tokens: int = _DEFAULT_ANSWER_TOKENS,
         embedding_dimensions: int = _DEFAULT_EMBEDDING_DIMENSIONS,
         port: int = 0,
+        vllm_like: VllmLike | None = None,
     ) -> None:
         if time_scale < 0:
             raise ValueError("time_scale must be >= 0")
@@ -485,6 +491,8 @@ class FakeOpenAIServer:
         self._log: list[dict[str, Any]] = []
         self._counter = 0
         self._cache = _PrefixCache()
+        #: vLLM's behaviour (a bounded batch, server spans, ``/metrics``), when asked for.
+        self.vllm_like = vllm_like
 
     # -- lifecycle --
 
@@ -516,6 +524,8 @@ class FakeOpenAIServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        if self.vllm_like is not None:
+            self.vllm_like.flush()
 
     def __enter__(self) -> FakeOpenAIServer:
         return self.start()
@@ -594,6 +604,7 @@ class FakeOpenAIServer:
             "traceparent": traceparent,
             "error": None,
             "aborted": False,
+            "response_id": None,
         }
         with self._lock:
             self._log.append(entry)
@@ -854,6 +865,8 @@ class _Handler(BaseHTTPRequestHandler):
             "/v1/models": ("GET", self._models),
             "/health": ("GET", self._health),
         }
+        if self.server.fake.vllm_like is not None:
+            routes["/metrics"] = ("GET", self._metrics)
         if path.startswith("/v1/models/") and method == "GET":
             self._drain_body()
             self._model(path.removeprefix("/v1/models/"), entry)
@@ -962,6 +975,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.fake._update(entry, status=200, finished=time.monotonic())
         self._send_json(200, {"status": "ok"})
 
+    def _metrics(self, entry: dict[str, Any]) -> None:
+        self._drain_body()
+        fake = self.server.fake
+        assert fake.vllm_like is not None
+        from .vllm_like import METRICS_CONTENT_TYPE
+
+        data = fake.vllm_like.metrics_text()
+        fake._update(entry, status=200, finished=time.monotonic())
+        self.send_response(200)
+        self.send_header("Content-Type", METRICS_CONTENT_TYPE)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def _models(self, entry: dict[str, Any]) -> None:
         self._drain_body()
         fake = self.server.fake
@@ -1013,7 +1040,68 @@ class _Handler(BaseHTTPRequestHandler):
             limit = body.get(key)
             if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
                 raise _RequestError(400, f"Invalid '{key}': expected an integer >= 1.", "invalid_value", key)
+        if fake.vllm_like is not None:
+            self._serve_like_vllm(fake.vllm_like, entry, body, model, messages, tools)
+        else:
+            self._answer_chat(entry, body, model, messages, tools, entry["started"])
 
+    def _serve_like_vllm(
+        self,
+        vllm: VllmLike,
+        entry: dict[str, Any],
+        body: dict[str, Any],
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: Any,
+    ) -> None:
+        """Queue for a slot in the batch, answer, then leave vLLM's span and metrics behind."""
+        from .vllm_like import RequestTimes
+
+        fake = self.server.fake
+        times = RequestTimes(arrived=entry["started"], arrived_wall_ns=time.time_ns() - round(
+            (time.monotonic() - entry["started"]) * 1e9
+        ))  # fmt: skip
+        prefixes = _PrefixCache.prefixes(model, tools, messages)
+        prompt_tokens = prefixes[-1][1] + 3 if prefixes else 3
+        try:
+            times.admitted = vllm.admit(model, prompt_tokens, fake._stopping)
+        except InterruptedError:
+            raise _Stopping from None
+        error: str | None = "aborted"
+        try:
+            self._answer_chat(entry, body, model, messages, tools, times.admitted)
+            error = None
+        finally:
+            vllm.release(model, prompt_tokens)
+            with fake._lock:
+                times.first_token = entry["first_token"]
+                times.finished = entry["finished"]
+                times.prompt_tokens = entry["prompt_tokens"]
+                times.cached_tokens = entry["cached_tokens"]
+                times.completion_tokens = entry["completion_tokens"]
+                if entry["aborted"]:
+                    error = "aborted"
+            vllm.record(
+                model,
+                times,
+                traceparent=entry["traceparent"],
+                request_id=entry["response_id"] or "",
+                request=body,
+                error=error,
+            )
+
+    def _answer_chat(
+        self,
+        entry: dict[str, Any],
+        body: dict[str, Any],
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: Any,
+        admitted: float,
+    ) -> None:
+        """Plan the answer and send it; prefill starts at ``admitted`` (later than arrival when queued)."""
+        fake = self.server.fake
+        stream = body.get("stream") is True
         ids = fake._next_id_rng()
         plan = fake._plan_chat(body, messages, ids)
         prefixes = _PrefixCache.prefixes(model, tools, messages)
@@ -1049,7 +1137,8 @@ class _Handler(BaseHTTPRequestHandler):
             "service_tier": "default",
             "system_fingerprint": f"fp_{_stable_int('fp', response_model) % 16**10:010x}",
         }
-        first_token_at = entry["started"] + fake._ttft(model, prompt_tokens - cached, plan.reasoning_tokens)
+        fake._update(entry, response_id=common["id"])
+        first_token_at = admitted + fake._ttft(model, prompt_tokens - cached, plan.reasoning_tokens)
         decode = fake._decode(model)
         include_usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage")
         fake._update(entry, usage_sent=bool(include_usage) or not stream)
@@ -1230,8 +1319,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port to bind on 127.0.0.1 (0: any free port)")
     parser.add_argument("--time-scale", type=float, default=1.0, help="multiply every delay by this")
     parser.add_argument("--seed", type=int, default=0, help="seed for generated text and arguments")
+    parser.add_argument(
+        "--vllm-like",
+        action="store_true",
+        help="behave like vLLM: a bounded batch (requests queue), llm_request server spans, GET /metrics",
+    )
+    parser.add_argument("--max-running", type=int, default=2, help="with --vllm-like: requests run at once")
+    parser.add_argument(
+        "--otlp-traces-endpoint",
+        metavar="URL",
+        help="with --vllm-like: export the server spans over OTLP/gRPC to URL (as vLLM's flag of that name)",
+    )
     args = parser.parse_args(argv)
-    server = FakeOpenAIServer(port=args.port, time_scale=args.time_scale, seed=args.seed).start()
+    vllm_like = None
+    if args.vllm_like:
+        from .vllm_like import VllmLike
+
+        vllm_like = VllmLike(max_running=args.max_running, otlp_endpoint=args.otlp_traces_endpoint)
+    server = FakeOpenAIServer(
+        port=args.port, time_scale=args.time_scale, seed=args.seed, vllm_like=vllm_like
+    ).start()
     # SIGTERM (what a test harness sends) should shut down as cleanly as Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     print(server.base_url, flush=True)
@@ -1242,6 +1349,8 @@ def main(argv: list[str] | None = None) -> int:
         pass
     finally:
         server.stop()
+        if vllm_like is not None:
+            vllm_like.shutdown()
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -68,3 +69,26 @@ def test_demo_exports_enriched_spans_and_metrics_when_an_endpoint_is_set(
     # One value per operation of the trace (the model, each tool, each agent), not per span.
     operations = {(s.attributes["agent_profiler.category"], s.attributes["agent_profiler.operation"]) for s in spans}
     assert sum(point.values.get("Count", 0) for point in self_time.data_points) == len(operations) < EXPECTED_SPANS
+
+
+@pytest.mark.e2e
+def test_demo_with_server_spans_splits_llm_calls_and_shows_queueing_when_tools_fan_out() -> None:
+    command = [sys.executable, "-m", "demo", "--server-spans", "--time-scale", "0.3"]
+    result = subprocess.run(command, cwd=ROOT, env=_demo_env(), capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = result.stderr
+    assert "vLLM-like server at" in report and "1 running at once" in report
+    assert "otel-agent-profiler: 1 trace profiled" in report
+    # The agent's 5 chat calls, and one inside each of the 3 fanned-out tools and the sub-agent's
+    # search_kb; each also has the HTTP client's span and the server's llm_request span, counted once.
+    assert "9 LLM calls" in report
+    assert "Inside the LLM calls on the critical path" in report
+    unit_ms = {"s": 1000.0, "ms": 1.0, "µs": 0.001}
+    phases = {
+        name: float(value.replace(",", "")) * unit_ms[unit]
+        for name, value, unit in re.findall(r"^  (queue|prefill|decode|other)\s+(\d[\d.,]*) (s|ms|µs)", report, re.M)
+    }
+    assert set(phases) == {"queue", "prefill", "decode", "other"}, report
+    # The three tools ask the model at once and the server runs one request at a time: they queue.
+    assert phases["queue"] > 30, report
+    assert "llm_request" in report

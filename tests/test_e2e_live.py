@@ -115,6 +115,9 @@ def _app_env(server: FakeOpenAIServer, **overrides: str) -> dict[str, str]:
         OTEL_METRIC_EXPORT_INTERVAL="500",
         OPENAI_BASE_URL=server.base_url,
         OPENAI_API_KEY="e2e",
+        # opentelemetry-instrumentation-httpx is installed for the demo's server spans; these tests
+        # check the spans of the OpenAI instrumentation alone.
+        OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="httpx,httpx2",
     )
     env.update(overrides)
     return env

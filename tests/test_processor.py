@@ -332,6 +332,7 @@ def test_only_non_root_spans_lack_trace_totals(make_rig: Callable[..., Rig]) -> 
             attr.TIME_TO_FIRST_TOKEN_MS,
             attr.COST_USD,
             attr.CONTEXT_WINDOW_USE,
+            *attr.LLM_PHASE_ATTRIBUTES,
         }
         assert required_span_keys <= keys
         if span.parent is None:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from .aggregate import aggregate, mark_nested_llm_duplicates
 from .assembly import build_tree, group_by_trace
+from .call_anatomy import assign_call_anatomy, is_server_span
 from .categories import EMBEDDING, LLM, classify
 from .critical_path import assign_critical_path
 from .genai import is_streaming, model_of, operation_of, time_to_first_token_ns, token_usage_of
@@ -13,7 +14,7 @@ from .models import model_family, snapshot_of
 from .overrunning_children import find_overrunning_children
 from .pricing import PriceTable
 from .profile import Anomaly, TraceProfile
-from .records import AttributeValue, SpanRecord
+from .records import AttributeValue, SpanKind, SpanRecord
 from .same_call import mark_non_calls, mark_side_by_side_duplicates
 from .self_time import assign_self_times
 
@@ -33,9 +34,12 @@ def profile_trace(
         raise ValueError("a trace needs at least one span")
     spans, roots, anomalies = build_tree(records)
     unusable_counts: list[str] = []
+    server_spans = False
     for span in spans:
         record = span.record
         attributes = record.attributes
+        if record.kind is SpanKind.SERVER and not server_spans:
+            server_spans = is_server_span(record)
         category = classifier(record.name, attributes)
         span.category = category
         if category == LLM or category == EMBEDDING:
@@ -78,6 +82,8 @@ def profile_trace(
         end_ns=max(span.end_ns for span in spans),
         anomalies=anomalies,
     )
+    if server_spans:
+        assign_call_anatomy(profile)
     aggregate(profile, prices)
     return profile
 

@@ -7,10 +7,14 @@ one structure. All times are integer nanoseconds; reports convert at the edge.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .categories import CATEGORIES
 from .genai import TokenUsage
 from .records import SpanRecord
+
+if TYPE_CHECKING:
+    from .call_anatomy import LlmPhases
 
 
 class SpanProfile:
@@ -29,12 +33,15 @@ class SpanProfile:
         "depth",
         "end_ns",
         "ended",
+        "llm_call_critical_path_ns",
+        "llm_phases",
         "model",
         "model_snapshot",
         "on_critical_path",
         "operation",
         "parent",
         "record",
+        "same_call_as",
         "self_time_ns",
         "start_ns",
         "streaming",
@@ -70,6 +77,14 @@ class SpanProfile:
         self.time_to_first_token_ns: int | None = None
         #: Cost of the call's tokens, when a price table names its model.
         self.cost_usd: float | None = None
+        #: For an LLM call with an inference server's span below it: its queue, prefill, decode
+        #: and other time (``core.call_anatomy``), and how much of the call (its own span and
+        #: the server's) is on the critical path.
+        self.llm_phases: LlmPhases | None = None
+        self.llm_call_critical_path_ns = 0
+        #: For an inference server's span of an LLM call, and an HTTP span between the two:
+        #: the client's LLM span, whose call this span is part of.
+        self.same_call_as: SpanProfile | None = None
 
     def __repr__(self) -> str:
         return (
@@ -97,7 +112,7 @@ class Anomaly:
 
     #: One of: ``duplicate_span_id``, ``cycle``, ``unended_span``, ``negative_duration``,
     #: ``missing_parent``, ``unusable_token_count``, ``child_outlives_parent``,
-    #: ``child_starts_after_parent``.
+    #: ``child_starts_after_parent``, ``server_phases_exceed_call``.
     kind: str
     span_id: str
     detail: str
@@ -175,6 +190,9 @@ class TraceProfile:
     cost_usd: float | None = None
     critical_path_cost_usd: float | None = None
     cost_by_model: dict[str, float] = field(default_factory=dict)
+    #: The phases of the critical path's time in LLM calls that an inference server's span
+    #: split (``core.call_anatomy``); None when no call has one.
+    critical_path_llm_phases: LlmPhases | None = None
 
     @property
     def duration_ns(self) -> int:

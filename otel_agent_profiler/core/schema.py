@@ -48,6 +48,7 @@ def span_to_dict(span: SpanProfile, trace_start_ns: int) -> dict[str, Any]:
         ),
         "cost_usd": span.cost_usd,
         "context_window_use": context_window_use(span),
+        "llm_phases_ms": span.llm_phases.to_dict() if span.llm_phases is not None else None,
     }
 
 
@@ -97,6 +98,9 @@ def trace_to_dict(profile: TraceProfile, *, include_spans: bool = True) -> dict[
             "mean": _ms(sum(ttfts)) / len(ttfts) if ttfts else None,
             "max": _ms(max(ttfts)) if ttfts else None,
         },
+        "critical_path_llm_phases_ms": (
+            profile.critical_path_llm_phases.to_dict() if profile.critical_path_llm_phases is not None else None
+        ),
         "anomalies": [anomaly.to_dict() for anomaly in profile.anomalies],
     }
     if include_spans:

@@ -16,6 +16,12 @@ ON_CRITICAL_PATH = "agent_profiler.on_critical_path"
 TIME_TO_FIRST_TOKEN_MS = "agent_profiler.time_to_first_token_ms"
 COST_USD = "agent_profiler.cost_usd"
 CONTEXT_WINDOW_USE = "agent_profiler.context_window_use"
+LLM_QUEUE_MS = "agent_profiler.llm.queue_ms"
+LLM_PREFILL_MS = "agent_profiler.llm.prefill_ms"
+LLM_DECODE_MS = "agent_profiler.llm.decode_ms"
+LLM_OTHER_MS = "agent_profiler.llm.other_ms"
+#: Only on LLM spans with an inference server's span below them (``core.call_anatomy``).
+LLM_PHASE_ATTRIBUTES = (LLM_QUEUE_MS, LLM_PREFILL_MS, LLM_DECODE_MS, LLM_OTHER_MS)
 
 TRACE_DURATION_MS = "agent_profiler.trace.duration_ms"
 TRACE_CRITICAL_PATH_MS = "agent_profiler.trace.critical_path_ms"
@@ -49,6 +55,10 @@ SPAN_ATTRIBUTES: dict[str, tuple[str, str | None, str]] = {
         None,
         "LLM spans: input tokens ÷ the model's context window (0.42 = 42%), when the window is known",
     ),
+    LLM_QUEUE_MS: ("double", "ms", "LLM spans with an inference server's span below: time queued on the server"),
+    LLM_PREFILL_MS: ("double", "ms", "with a server span: time the server spent prefilling the prompt"),
+    LLM_DECODE_MS: ("double", "ms", "with a server span: time the server spent decoding the output"),
+    LLM_OTHER_MS: ("double", "ms", "with a server span: the rest of the call (network, client and server overhead)"),
 }
 
 #: Attributes on each root span of a profiled trace: trace totals.

@@ -33,6 +33,12 @@ def span_attributes(span: SpanProfile) -> dict[str, Any]:
     window_use = context_window_use(span)
     if window_use is not None:
         values[attr.CONTEXT_WINDOW_USE] = window_use
+    phases = span.llm_phases
+    if phases is not None:
+        values[attr.LLM_QUEUE_MS] = phases.queue_ns / _NS_PER_MS
+        values[attr.LLM_PREFILL_MS] = phases.prefill_ns / _NS_PER_MS
+        values[attr.LLM_DECODE_MS] = phases.decode_ns / _NS_PER_MS
+        values[attr.LLM_OTHER_MS] = phases.other_ns / _NS_PER_MS
     return values
 
 

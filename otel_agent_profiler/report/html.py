@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._version import __version__
+from ..core.call_anatomy import LlmPhases
 from ..core.categories import CATEGORIES
 from ..core.findings import Finding, combined_projection, describe_location
 from ..core.profile import TraceProfile
@@ -63,7 +64,17 @@ SPAN_FIELDS: tuple[str, ...] = (
     "status",
     "model",
     "tokens",
+    # An LLM call split by the inference server's span: [queue, prefill, decode, other] in ms.
+    "llm_phases",
 )
+
+#: How the phases of an LLM call are drawn inside its waterfall bar (core.call_anatomy).
+PHASE_COLORS: Mapping[str, str] = {
+    "queue": "#d64545",
+    "prefill": "#f2b134",
+    "decode": "#2f9e66",
+    "other": "#c9ced6",
+}
 
 #: Anomalies listed per trace (the JSON output lists all).
 _SHOWN_ANOMALIES = 10
@@ -156,6 +167,7 @@ def trace_view_data(profile: TraceProfile, findings: Sequence[Finding]) -> dict[
                 # The family, and the snapshot that answered when the span names one.
                 f"{span.model} ({span.model_snapshot})" if span.model_snapshot else span.model,
                 tokens or None,
+                _phases_ms(span.llm_phases),
             ]
         )
     categories = {}
@@ -193,7 +205,15 @@ def trace_view_data(profile: TraceProfile, findings: Sequence[Finding]) -> dict[
         "combined": combined_sentence(combined_projection(profile, findings)) if findings else None,
         "flame_rows": row_count,
         "spans": spans,
+        # The phases of the critical path's LLM time, when inference server spans split it.
+        "llm_phases": _phases_ms(profile.critical_path_llm_phases),
     }
+
+
+def _phases_ms(phases: LlmPhases | None) -> list[float] | None:
+    if phases is None:
+        return None
+    return [_ms(phases.queue_ns), _ms(phases.prefill_ns), _ms(phases.decode_ns), _ms(phases.other_ns)]
 
 
 def _charted_statistics(statistics: Mapping[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
@@ -263,13 +283,22 @@ def _fmt_ms(ms: float) -> str:
     return format_duration(ms * _NS_PER_MS)
 
 
-def _legend() -> str:
+def _legend(phases: bool = False) -> str:
     items = "".join(
         f'<span><i style="background:{color}"></i>{html.escape(name)}</span>' for name, color in CATEGORY_COLORS.items()
+    )
+    phase_items = (
+        "".join(
+            f'<span><i style="background:{color}"></i>{html.escape(name)}</span>'
+            for name, color in PHASE_COLORS.items()
+        )
+        if phases
+        else ""
     )
     return (
         f'<div class="legend">{items}<span><i class="cp"></i>on the critical path</span>'
         '<span><i class="off"></i>off the critical path (faded)</span></div>'
+        + (f'<div class="legend">LLM call phases (from the server\'s span): {phase_items}</div>' if phases else "")
     )
 
 
@@ -371,6 +400,7 @@ def render_html(
     data = {
         "categories": list(CATEGORIES),
         "colors": dict(CATEGORY_COLORS),
+        "phase_colors": list(PHASE_COLORS.values()),
         "span_fields": list(SPAN_FIELDS),
         "selected": selected.trace_id,
         "traces": traces,
@@ -428,7 +458,7 @@ nothing.</p>
 <section class="card" id="waterfall-card">
 <h2>Waterfall</h2>
 <p class="note">One row per span, in call order; hover a bar for its details.</p>
-{_legend()}
+{_legend(any(p.critical_path_llm_phases is not None for p in profiles))}
 <div class="scroll" id="waterfall"></div>
 </section>
 <section class="card" id="flame-card">

@@ -45,6 +45,7 @@ svg .axis line.tick, svg .axis line.base { stroke: #aab2bf; }
 svg .axis-title { fill: var(--muted); font-size: 11.5px; }
 svg rect.span { stroke: rgba(0, 0, 0, .18); stroke-width: .5; }
 svg rect.span.off { opacity: .42; }
+svg g.phases.off { opacity: .5; }
 svg rect.span.cp { stroke: var(--cp); stroke-width: 1.4; }
 svg rect.span.hl { stroke: #e11d48; stroke-width: 2.5; opacity: 1; }
 #findings tr.finding[title] { cursor: pointer; }
@@ -182,6 +183,11 @@ JS = r"""
     ];
     if (s[F.model]) { lines.push("model: " + s[F.model]); }
     if (s[F.tokens]) { lines.push("tokens: " + num(s[F.tokens])); }
+    var ph = s[F.llm_phases];
+    if (ph) {
+      lines.push("queue " + fmt(ph[0]) + " \u00b7 prefill " + fmt(ph[1]) + " \u00b7 decode " + fmt(ph[2]) +
+        " \u00b7 other " + fmt(ph[3]) + " (the server's span)");
+    }
     if (s[F.status] && s[F.status] !== "unset" && s[F.status] !== "ok") { lines.push("status: " + s[F.status]); }
     lines.push("span id: " + s[F.span_id]);
     return lines.join("\n");
@@ -237,11 +243,29 @@ JS = r"""
       var x = LABEL_W + s[F.start_ms] / total * plotW;
       var w = Math.max(1.5, s[F.duration_ms] / total * plotW);
       spanRect(t, s, i, { x: x, y: y + 2, width: w, height: ROW - 4, rx: 2 }, bars);
+      if (s[F.llm_phases]) { drawPhases(t, s, i, x, y, w, bars); }
       var inside = x + w + 64 > W;
       var v = svg("text", { "class": inside ? "inbar" : "value", x: inside ? x + w - 4 : x + w + 4, y: y + ROW - 5,
         "text-anchor": inside ? "end" : "start" }, bars);
       v.textContent = fmt(s[F.duration_ms]);
     }
+  }
+
+  // An LLM call's queue, prefill, decode and other time, as a band inside its bar, in that order.
+  var PHASES = ["queue", "prefill", "decode", "other"];
+  function drawPhases(t, s, i, x, y, w, parent) {
+    var ph = s[F.llm_phases], sum = ph[0] + ph[1] + ph[2] + ph[3], at = x;
+    if (!(sum > 0)) { return; }
+    var g = svg("g", { "class": "phases" + (s[F.on_critical_path] ? " cp" : " off"), "data-span-id": s[F.span_id] },
+      parent);
+    ph.forEach(function (ms, k) {
+      var pw = ms / sum * w;
+      if (pw <= 0) { return; }
+      var r = svg("rect", { "class": "phase " + PHASES[k], x: at, y: y + 5, width: pw, height: ROW - 10,
+        fill: DATA.phase_colors[k] }, g);
+      svg("title", null, r).textContent = PHASES[k] + " " + fmt(ms) + "\n" + spanTitle(t, s);
+      at += pw;
+    });
   }
 
   function drawFlame(t) {
@@ -291,7 +315,25 @@ JS = r"""
       svg("text", { "class": "value", x: LW + w1 + 6, y: y + 13 }, root).textContent = "self " + fmt(v[0]);
       svg("text", { "class": "value", x: LW + w2 + 6, y: y + 26 }, root).textContent =
         "critical path " + fmt(v[1]) + " \u00b7 " + pct(v[2]);
+      if (c === "llm" && t.llm_phases) { drawCriticalPhases(t, root, LW, y + 30, max, plotW); }
     });
+  }
+
+  // The llm category's critical-path time split into phases, a thin band under its bar.
+  function drawCriticalPhases(t, root, x0, y, max, plotW) {
+    var at = x0, words = [];
+    t.llm_phases.forEach(function (ms, k) {
+      var pw = max ? ms / max * plotW : 0;
+      if (pw > 0) {
+        var r = svg("rect", { "class": "phase " + PHASES[k], x: at, y: y, width: pw, height: 6,
+          fill: DATA.phase_colors[k] }, root);
+        svg("title", null, r).textContent = "llm on the critical path: " + PHASES[k] + " " + fmt(ms);
+      }
+      at += pw;
+      words.push(PHASES[k] + " " + fmt(ms));
+    });
+    svg("text", { "class": "value", x: at + 6, y: y + 6, id: "llm-phases-note" }, root).textContent =
+      words.join(" \u00b7 ");
   }
 
   function drawAnomalies(t, host) {

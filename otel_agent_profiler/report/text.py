@@ -106,6 +106,29 @@ def _category_table(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
     return lines
 
 
+def _llm_phases(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
+    """The critical path's time in LLM calls, split by the inference server's spans (none without them)."""
+    phases = profile.critical_path_llm_phases
+    if phases is None:
+        return []
+    critical = profile.critical_path_ns
+    llm = profile.categories["llm"].critical_path_ns
+    lines = [
+        "",
+        f"Inside the LLM calls on the critical path ({format_ms(phases.total_ns)} of the {format_ms(llm)} "
+        "in llm, from the server's spans)",
+    ]
+    for name, ns in (
+        ("queue", phases.queue_ns),
+        ("prefill", phases.prefill_ns),
+        ("decode", phases.decode_ns),
+        ("other", phases.other_ns),
+    ):
+        bar = glyphs.on_path * round(20 * ns / critical) if critical else ""
+        lines.append(f"  {name:<10} {'':>6} {'':>10} {format_ms(ns):>10} {_share(ns, critical)} {bar}")
+    return lines
+
+
 def _operations_table(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
     critical = profile.critical_path_ns
     ranked = sorted(profile.operations.values(), key=lambda o: (-o.critical_path_ns, -o.self_time_ns, o.operation))
@@ -232,6 +255,7 @@ def render_trace(
     glyphs = ASCII if ascii_only else UNICODE
     lines = _header(profile, glyphs)
     lines += _category_table(profile, glyphs)
+    lines += _llm_phases(profile, glyphs)
     lines += _operations_table(profile, glyphs)
     lines += _findings(profile, findings, max_findings, glyphs)
     lines += _flame_chart(profile, max_spans, glyphs)

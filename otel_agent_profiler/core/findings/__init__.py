@@ -18,11 +18,12 @@ Which change each kind's ``saving_ns`` stands for:
   optimising it can give; ``evidence["saving_if_2x_faster_ns"]`` is the same for 2x faster;
 * ``repeated_tool_call``: dropping every repeat of an identical call but the first;
 * ``parallelizable``: starting independent sequential siblings together;
-* ``what_if``: the selection made N times faster.
+* ``what_if``: the selection made N times faster;
+* ``llm_queue``: removing the inference server's queue time from every call (``llm_phases``).
 
 Kinds that suggest no single change (``sequential_llm_chain``, ``large_prompt``, ``llm_timing``,
-``llm_gaps``, ``prefix_cache``, ``token_profile``, ``budget_exceeded``) have ``saving_ns == 0`` and
-carry their numbers (tokens, USD, nanoseconds) in ``evidence``.
+``llm_gaps``, ``llm_prefill``, ``llm_decode``, ``prefix_cache``, ``token_profile``, ``budget_exceeded``) have
+``saving_ns == 0`` and carry their numbers (tokens, USD, nanoseconds) in ``evidence``.
 
 Like the projection, this needs the span tree: use it before ``TraceProfile.release()``.
 """
@@ -38,7 +39,10 @@ from .base import (
     DEFAULT_OPTIONS,
     KINDS,
     LARGE_PROMPT,
+    LLM_DECODE,
     LLM_GAPS,
+    LLM_PREFILL,
+    LLM_QUEUE,
     LLM_TIMING,
     PARALLELIZABLE,
     PREFIX_CACHE,
@@ -59,6 +63,7 @@ from .base import (
 from .bottlenecks import find_bottlenecks, find_slow_tools
 from .large_prompts import context_window, find_large_prompts
 from .llm_chains import find_sequential_llm_chains
+from .llm_phases import find_llm_phases
 from .llm_timing import find_llm_gaps, find_llm_timing, find_prefix_cache
 from .parallelization import dependency, find_parallelization, recorded_input, recorded_output, tool_call_id
 from .ranking import CombinedProjection, combined_projection, rank
@@ -75,7 +80,10 @@ __all__ = [
     "FINDERS",
     "KINDS",
     "LARGE_PROMPT",
+    "LLM_DECODE",
     "LLM_GAPS",
+    "LLM_PREFILL",
+    "LLM_QUEUE",
     "LLM_TIMING",
     "PARALLELIZABLE",
     "PREFIX_CACHE",
@@ -100,6 +108,7 @@ __all__ = [
     "find_budget_overruns",
     "find_large_prompts",
     "find_llm_gaps",
+    "find_llm_phases",
     "find_llm_timing",
     "find_parallelization",
     "find_prefix_cache",

@@ -9,6 +9,7 @@ from .base import DEFAULT_OPTIONS, Finding, FindingOptions
 from .bottlenecks import find_bottlenecks, find_slow_tools
 from .large_prompts import find_large_prompts
 from .llm_chains import find_sequential_llm_chains
+from .llm_phases import find_llm_phases
 from .llm_timing import find_llm_gaps, find_llm_timing, find_prefix_cache
 from .parallelization import find_parallelization
 from .ranking import rank
@@ -26,6 +27,7 @@ FINDERS: tuple[Callable[[TraceProfile, FindingOptions], list[Finding]], ...] = (
     find_parallelization,
     find_llm_timing,
     find_llm_gaps,
+    find_llm_phases,
     find_prefix_cache,
     find_token_profile,
     find_budget_overruns,

@@ -30,6 +30,9 @@ LLM_GAPS = "llm_gaps"
 PREFIX_CACHE = "prefix_cache"
 TOKEN_PROFILE = "token_profile"
 BUDGET_EXCEEDED = "budget_exceeded"
+LLM_QUEUE = "llm_queue"
+LLM_PREFILL = "llm_prefill"
+LLM_DECODE = "llm_decode"
 
 #: Every kind, in the order findings with equal savings are listed.
 KINDS: tuple[str, ...] = (
@@ -39,10 +42,13 @@ KINDS: tuple[str, ...] = (
     REPEATED_TOOL_CALL,
     SLOW_TOOL,
     WHAT_IF,
+    LLM_QUEUE,
     SEQUENTIAL_LLM_CHAIN,
     LARGE_PROMPT,
     LLM_TIMING,
     LLM_GAPS,
+    LLM_PREFILL,
+    LLM_DECODE,
     PREFIX_CACHE,
     TOKEN_PROFILE,
 )

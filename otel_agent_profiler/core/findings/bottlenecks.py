@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..call_anatomy import calls_of
 from ..categories import AGENT, EMBEDDING, INTERNAL, LLM, RETRIEVAL, TOOL
 from ..profile import SpanProfile, TraceProfile
 from .base import (
@@ -114,17 +115,19 @@ def _bottleneck(profile: TraceProfile, spans: list[SpanProfile], scope: str) -> 
     halved, saving_2x = _projected(profile, spans, 0.5)
     share = _share(critical, profile.critical_path_ns)
     first = spans[0]
-    subject = _subject(first.category, first.operation, len(spans))
+    # An inference server's span (and the HTTP span above it) is part of its client's call.
+    calls = calls_of(spans)
+    subject = _subject(first.category, first.operation, len(calls))
     if len(spans) == 1:
         # One span: say which one, as the span tree and the waterfall show it.
         if first.operation not in first.name:
             subject += f" '{first.name}'"
         subject += f" {_at(profile, first)}"
     # In a fan-out only the slowest calls hold critical-path time: name those, not all of them.
-    holding = [s for s in spans if s.critical_path_ns > 0] or spans
-    if len(spans) > 1 and len(holding) < len(spans):
+    holding = calls_of([s for s in spans if s.critical_path_ns > 0]) or calls
+    if len(calls) > 1 and len(holding) < len(calls):
         subject += f" ({len(holding)} of them on the critical path)"
-    verb = "hold" if len(spans) > 1 and first.category != AGENT else "holds"
+    verb = "hold" if len(calls) > 1 and first.category != AGENT else "holds"
     return Finding(
         kind=BOTTLENECK,
         title=(
@@ -133,7 +136,7 @@ def _bottleneck(profile: TraceProfile, spans: list[SpanProfile], scope: str) -> 
             f"removing that time would end the trace {format_duration(saving)} sooner, "
             f"making it twice as fast {format_duration(saving_2x)} sooner."
         ),
-        suggestion=_suggestion(first.category, first.operation, spans) if saving > 0 else None,
+        suggestion=_suggestion(first.category, first.operation, calls) if saving > 0 else None,
         where=where(profile, holding),
         saving_ns=saving,
         span_ids=tuple(s.record.span_id for s in spans),
