@@ -11,8 +11,8 @@ Generates two OTLP JSON exports of synthetic agent runs (see agent_traces.py) of
 Then runs, each as its own subprocess and alternating, ``--repeat`` times: the baseline (a
 Python process doing ``json.load`` of the file and nothing else) and each command, its output
 going to a file. For each it prints the wall time, spans per second and peak resident memory
-(the larger of ``wait4``'s ``ru_maxrss`` and the sampled sum over the process and its worker
-processes), each as a ratio to the baseline's in the same run, min and median of
+(the larger of ``wait4``'s ``ru_maxrss`` and the sampled sum of the proportional set sizes of
+the process and its worker processes), each as a ratio to the baseline's in the same run, min and median of
 the runs, and whether the goals are met: >= 200,000 spans/s and < 1.5x ``json.load`` for
 ``analyze`` (JSON to standard output and to ``--output``, and text), ``export`` and ``report
 --summary-json``; < 2x for ``report --html`` and ``diff``; peak memory no higher than
@@ -193,29 +193,31 @@ def commands(path: Path, work: Path) -> list[Command]:
     ]
 
 
-def _tree_rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and all its descendants (worker processes), in MB."""
+def _tree_memory_mb(pid: int) -> float:
+    """Memory of ``pid`` and all its descendants (worker processes), in MB: the sum of their
+    proportional set sizes (PSS: a page shared by n processes counts 1/n in each, so pages a
+    forked worker shares with its parent are counted once)."""
     total_kb = 0
     pending = [str(pid)]
     while pending:
         current = pending.pop()
         try:
-            status = Path(f"/proc/{current}/status").read_text()
+            rollup = Path(f"/proc/{current}/smaps_rollup").read_text()
             pending += Path(f"/proc/{current}/task/{current}/children").read_text().split()
         except OSError:
             continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
+        for line in rollup.splitlines():
+            if line.startswith("Pss:"):
                 total_kb += int(line.split()[1])
+                break
     return total_kb / 1024
 
 
 def timed(argv: list[str], stdout_path: Path) -> tuple[float, float]:
     """Wall time of ``argv`` (standard output to ``stdout_path``) and its peak resident memory (MB).
 
-    The memory is the larger of the process's own peak (``wait4``) and the peak of the sum over
-    the process and its worker processes, sampled every 20 ms (pages shared after a fork are
-    counted in each process: an upper bound).
+    The memory is the larger of the process's own peak (``wait4``) and the peak of the sum of the
+    proportional set sizes of the process and its worker processes, sampled every 20 ms.
     """
     peak_tree = 0.0
     with stdout_path.open("wb") as stdout:
@@ -226,7 +228,7 @@ def timed(argv: list[str], stdout_path: Path) -> tuple[float, float]:
         def sample() -> None:
             nonlocal peak_tree
             while not done.wait(0.02):
-                peak_tree = max(peak_tree, _tree_rss_mb(process.pid))
+                peak_tree = max(peak_tree, _tree_memory_mb(process.pid))
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()

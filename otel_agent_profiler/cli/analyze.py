@@ -145,15 +145,12 @@ def _encoded_traces(
     profiles: list[TraceProfile],
     findings: dict[str, list[Finding]] | None,
     projected: Mapping[str, WhatIfProjection],
-    workers: int,
 ) -> Iterator[Encoded]:
     # One at a time, as they are written: the whole document would take more memory than the profiles.
-    def encoded(index: int) -> Encoded:
-        profile = profiles[index]
+    # Here, not in the workers: sending the text back costs about what encoding it does.
+    for profile in profiles:
         found = findings[profile.trace_id] if findings is not None else None
-        return encode_trace(profile, found, projected.get(profile.trace_id))
-
-    return map_in_order(encoded, len(profiles), workers)
+        yield encode_trace(profile, found, projected.get(profile.trace_id))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -210,10 +207,10 @@ def _run(
         }
         if args.prefix_cache:
             rest["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
-        # Written a trace at a time, encoded by the workers.
+        # Written a trace at a time.
         written = write_streamed(
             args.output,
-            lambda out: write_document(out, "traces", _encoded_traces(profiles, findings, projected, workers), rest),
+            lambda out: write_document(out, "traces", _encoded_traces(profiles, findings, projected), rest),
         )
         if not written:
             return EXIT_FAILURE
