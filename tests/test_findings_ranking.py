@@ -189,3 +189,15 @@ def test_cli_min_saving_flag_and_json_fields(tmp_path: Path, capsys: pytest.Capt
         main(["analyze", str(DEMO), "--min-saving", "150%"])
     assert exit_info.value.code == 2
     assert "must be from 0% to 100%" in capsys.readouterr().err
+
+
+def test_where_counts_the_times_left_out_in_words() -> None:
+    from otel_agent_profiler.core.findings.base import describe_where
+
+    def places(count: int) -> list[dict[str, object]]:
+        return [
+            {"name": "openai.chat", "operation": "gpt-4o", "start_offset_ns": (i + 1) * 10**9} for i in range(count)
+        ]
+
+    assert describe_where(places(5)).endswith("4.00 s and 1 more time")
+    assert describe_where(places(7)).endswith("4.00 s and 3 more times")

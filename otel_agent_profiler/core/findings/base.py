@@ -223,7 +223,7 @@ def describe_where(locations: Sequence[Mapping[str, JSONValue]], limit: int = 4)
         offsets = [loc.get("start_offset_ns") for loc in locations[:limit]]
         times = ["the start" if t == 0 else format_duration(t) for t in offsets if isinstance(t, int)]
         if len(locations) > limit:
-            times.append(f"{len(locations) - limit} more times")
+            times.append(_plural(len(locations) - limit, "more time"))
         return f"{first} at {', '.join(times[:-1])} and {times[-1]}" if len(times) > 1 else first
     shown = [describe_location(location) for location in locations[:limit]]
     if len(locations) > limit:
