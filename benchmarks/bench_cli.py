@@ -118,16 +118,20 @@ GOAL_JSON_LINES_MB = 3_000
 BASELINE_LINES = "import json, sys\nfor line in open(sys.argv[1], 'rb'):\n    json.loads(line)"
 
 
+def _written_by_child(*options: str) -> int:
+    """Run this script with ``options`` to write an export; the number of spans it wrote.
+
+    Written by a child: this process must stay small. Linux starts a forked child's peak RSS
+    (ru_maxrss) at its parent's, so a parent holding the generated spans would floor every figure.
+    """
+    written = subprocess.run([sys.executable, __file__, *options], check=True, capture_output=True, text=True)
+    return int(written.stdout)
+
+
 def run_json_lines(span_target: int, repeat: int, work: Path) -> None:
     """``analyze`` on a JSON Lines export bigger than memory would allow in full: profiled on disk."""
     path = work / "export.jsonl"
-    written = subprocess.run(
-        [sys.executable, __file__, "--write-json-lines", str(path), "--spans", str(span_target)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    spans = int(written.stdout)
+    spans = _written_by_child("--write-json-lines", str(path), "--spans", str(span_target))
     size_mb = path.stat().st_size / 1e6
     stdout = work / "stdout"
     out = str(work / "out")
@@ -252,16 +256,10 @@ def _figures(runs: list[tuple[float, float]]) -> tuple[float, float, float]:
 
 def run(span_target: int, repeat: int, variant: str, content: bool, work: Path) -> list[dict[str, Any]]:
     path = work / f"{variant}.json"
-    # Written by a child: this process must stay small. Linux starts a forked child's peak RSS
-    # (ru_maxrss) at its parent's, so a parent holding the generated spans would floor every figure.
-    written = subprocess.run(
-        [sys.executable, __file__, "--write-export", str(path), "--spans", str(span_target), "--variant", variant]
-        + (["--content"] if content else []),
-        check=True,
-        capture_output=True,
-        text=True,
+    content_option = ["--content"] if content else []
+    spans = _written_by_child(
+        "--write-export", str(path), "--spans", str(span_target), "--variant", variant, *content_option
     )
-    spans = int(written.stdout)
     size_mb = path.stat().st_size / 1e6
     stdout = work / "stdout"
     todo = commands(path, work)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -131,16 +130,8 @@ def load_profiles(
     and the others are still profiled. The cyclic garbage collector is paused throughout.
     """
     progress = progress if progress is not None else _NoProgress()
+    report = _ErrorLines(progress, on_error_line)
     trace_files: list[TraceFile] = []
-    said: Counter[str] = Counter()
-
-    def say(line: str) -> None:
-        if said[line] > 0:
-            said[line] -= 1  # a file's line, already said while reading
-        elif on_error_line is not None:
-            progress.close()
-            on_error_line(line)
-
     with cyclic_gc_paused():
         progress.start(READING, len(paths))
         for path in paths:
@@ -148,13 +139,9 @@ def load_profiles(
             trace_files.append(trace_file)
             line = trace_file.error_line()
             if line is not None:
-                # Said as soon as it is known, not again when the profiling keeps it in the result.
-                say(line)
-                said[line] += 1
+                report(line)  # as soon as it is known
             progress.advance(detail=os.path.basename(path))
-        return profile_trace_files(
-            trace_files, classifier=classifier, prices=prices, progress=progress, on_error_line=say
-        )
+        return _profiled(trace_files, classifier, prices, progress, report)
 
 
 def profile_trace_files(
@@ -171,32 +158,64 @@ def profile_trace_files(
     trace file's own, then one per trace the analysis fails on) and the same order of profiles.
     """
     progress = progress if progress is not None else _NoProgress()
-    records: list[SpanRecord] = []
-    error_lines: list[str] = []
-    files: list[FileRead] = []
-
-    def report(line: str) -> None:
-        error_lines.append(line)
-        if on_error_line is not None:
-            progress.close()
-            on_error_line(line)
-
+    report = _ErrorLines(progress, on_error_line)
     with cyclic_gc_paused():
         for trace_file in trace_files:
-            records.extend(trace_file.records)
-            files.append(FileRead(trace_file.path, trace_file.format, len(trace_file.records), trace_file.problems))
             line = trace_file.error_line()
             if line is not None:
                 report(line)
-        groups = group_by_trace(records)
-        progress.start(PROFILING, len(groups))
-        profiles = []
-        for trace_id, spans in groups.items():
-            try:
-                profiles.append(profile_trace(spans, classifier, prices))
-            except Exception as exc:
-                PROFILING_BUGS.report("profile_trace", trace_id)
-                report(f"trace {trace_id}: could not be profiled: internal error ({type(exc).__name__}: {exc})")
-            progress.advance()
-        profiles.sort(key=lambda p: (p.start_ns, p.trace_id))
-    return LoadedProfiles(profiles, files, error_lines)
+        return _profiled(trace_files, classifier, prices, progress, report)
+
+
+class _ErrorLines:
+    """Error lines, collected and each passed on at once (after the progress bar is erased)."""
+
+    def __init__(self, progress: LoadProgress, on_error_line: Callable[[str], None] | None) -> None:
+        self.lines: list[str] = []
+        self._progress = progress
+        self._on_error_line = on_error_line
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(line)
+        if self._on_error_line is not None:
+            self._progress.close()
+            self._on_error_line(line)
+
+
+def _profiled(
+    trace_files: Sequence[TraceFile],
+    classifier: Classifier,
+    prices: PriceTable | None,
+    progress: LoadProgress,
+    report: _ErrorLines,
+) -> LoadedProfiles:
+    files = [FileRead(file.path, file.format, len(file.records), file.problems) for file in trace_files]
+    groups = group_by_trace(record for file in trace_files for record in file.records)
+    progress.start(PROFILING, len(groups))
+    profiles = profile_groups(groups, classifier, prices, report, progress.advance)
+    return LoadedProfiles(profiles, files, report.lines)
+
+
+def profile_groups(
+    groups: Mapping[str, list[SpanRecord]],
+    classifier: Classifier,
+    prices: PriceTable | None,
+    on_error_line: Callable[[str], None],
+    after_each: Callable[[], None] | None = None,
+) -> list[TraceProfile]:
+    """The profiles of each trace's records, ordered as ``core.analyze.profile_records`` orders them.
+
+    A trace the analysis fails on (a bug of ours) is left out with an error line; the others are
+    still profiled. ``after_each`` is called after each trace (a progress step).
+    """
+    profiles = []
+    for trace_id, spans in groups.items():
+        try:
+            profiles.append(profile_trace(spans, classifier, prices))
+        except Exception as exc:
+            PROFILING_BUGS.report("profile_trace", trace_id)
+            on_error_line(f"trace {trace_id}: could not be profiled: internal error ({type(exc).__name__}: {exc})")
+        if after_each is not None:
+            after_each()
+    profiles.sort(key=lambda p: (p.start_ns, p.trace_id))
+    return profiles

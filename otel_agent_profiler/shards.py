@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .adapters.files import TraceFile, iter_json_lines, looks_like_json_lines, read_trace_file
-from .core.analyze import Classifier, profile_trace
+from .core.analyze import Classifier
 from .core.assembly import group_by_trace
 from .core.categories import classify
 from .core.pricing import PriceTable
 from .core.profile import TraceProfile
 from .core.records import SpanRecord
-from .offline import PROFILING_BUGS, READING, FileRead, LoadProgress
+from .offline import READING, FileRead, LoadProgress, profile_groups
 
 #: JSON Lines inputs larger than this in all are profiled on disk unless told otherwise: in memory
 #: they would take about seven times their size.
@@ -204,18 +204,11 @@ def profiles_of_shard(
 ) -> tuple[list[TraceProfile], list[str]]:
     """The profiles of the traces in one shard (``only`` those trace ids, when given), ordered by
     start time then trace id, and an error line per trace the analysis failed on."""
-    profiles: list[TraceProfile] = []
+    groups = group_by_trace(shard_records(partitioned, index))
+    if only is not None:
+        groups = {trace_id: spans for trace_id, spans in groups.items() if trace_id in only}
     error_lines: list[str] = []
-    for trace_id, spans in group_by_trace(shard_records(partitioned, index)).items():
-        if only is not None and trace_id not in only:
-            continue
-        try:
-            profiles.append(profile_trace(spans, classifier, prices))
-        except Exception as exc:
-            PROFILING_BUGS.report("profile_trace", trace_id)
-            error_lines.append(f"trace {trace_id}: could not be profiled: internal error ({type(exc).__name__}: {exc})")
-    profiles.sort(key=lambda p: (p.start_ns, p.trace_id))
-    return profiles, error_lines
+    return profile_groups(groups, classifier, prices, error_lines.append), error_lines
 
 
 def iter_shard_indexes(partitioned: Partitioned) -> Iterator[int]:

@@ -24,16 +24,16 @@ from ..core.profile import TraceProfile
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
 from ..offline import PROFILING
 from ..report.cross_trace import (
-    FINDINGS_PER_TRACE,
     MANY_TRACES,
     TraceTotals,
     compose_report,
     render_many_traces,
     slowest_first,
+    trace_detail,
 )
 from ..report.json_stream import Encoded, write_document
 from ..report.progress import Progress
-from ..report.text import can_draw, render_trace
+from ..report.text import can_draw
 from ..shards import Partitioned, partition, profiles_of_shard, shard_of
 from ..workers import map_in_order, workers_for
 from . import budgets
@@ -121,13 +121,7 @@ def _analyze(
             if not text:
                 payload = encode_trace(profile, found, what_if)
             elif args.all:
-                payload = render_trace(
-                    profile,
-                    max_spans=args.max_spans,
-                    ascii_only=ascii_only,
-                    findings=found or (),
-                    max_findings=FINDINGS_PER_TRACE,
-                ).encode()
+                payload = trace_detail(profile, found, max_spans=args.max_spans, ascii_only=ascii_only).encode()
             kept = None
             if found is not None:
                 kept = _summary_findings(found) if text else [f for f in found if f.kind == BUDGET_EXCEEDED]
@@ -213,13 +207,7 @@ def _text_report(
         if len(traces) <= MANY_TRACES:
             return render_many_traces(profiles, max_spans=args.max_spans, ascii_only=ascii_only, findings=full)
         details = (
-            render_trace(
-                profile,
-                max_spans=args.max_spans,
-                ascii_only=ascii_only,
-                findings=(full or {}).get(profile.trace_id, ()),
-                max_findings=FINDINGS_PER_TRACE,
-            )
+            trace_detail(profile, (full or {}).get(profile.trace_id), max_spans=args.max_spans, ascii_only=ascii_only)
             for profile in profiles
         )
         return compose_report(traces, summary_findings, details, len(profiles), every=False, ascii_only=ascii_only)

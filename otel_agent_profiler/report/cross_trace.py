@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 from ..core.categories import CATEGORIES
 from ..core.findings import (
@@ -30,7 +30,7 @@ from ..core.findings import (
 )
 from ..core.genai import TokenUsage
 from ..core.profile import CategoryStats, OperationStats, TraceProfile
-from ..core.split_traces import SplitLLMCall, TraceCalls, calls_of, cross_trace_totals, find_split_llm_calls
+from ..core.split_traces import Counted, SplitLLMCall, TraceCalls, calls_of, cross_trace_totals, find_split_llm_calls
 from ..core.units import format_duration, format_usd, plural
 from .text import ASCII, UNICODE, WIDTH, Glyphs, _cut, _paragraph, _share, render_trace, render_traces
 
@@ -49,7 +49,7 @@ FINDINGS_PER_TRACE = 3
 _WITHOUT_SAVING = 4
 
 
-class Totals(Protocol):
+class Totals(Counted, Protocol):
     """What the summary reads of a trace: a ``TraceProfile``, or the ``TraceTotals`` kept of one."""
 
     @property
@@ -60,12 +60,6 @@ class Totals(Protocol):
     def duration_ns(self) -> int: ...
     @property
     def span_count(self) -> int: ...
-    @property
-    def llm_calls(self) -> int: ...
-    @property
-    def tokens(self) -> TokenUsage: ...
-    @property
-    def cost_usd(self) -> float | None: ...
     @property
     def critical_path_ns(self) -> int: ...
     @property
@@ -387,20 +381,22 @@ def render_many_traces(
         return "\n".join(lines) + "\n\n" + detail
     shown = list(profiles) if top is None else sorted(profiles, key=slowest_first)[:top]
     details = (
-        render_trace(
-            profile,
-            max_spans=max_spans,
-            ascii_only=ascii_only,
-            findings=(findings or {}).get(profile.trace_id, ()),
-            max_findings=FINDINGS_PER_TRACE,
-        )
+        trace_detail(profile, (findings or {}).get(profile.trace_id), max_spans=max_spans, ascii_only=ascii_only)
         for profile in shown
     )
     return compose_report(profiles, findings, details, len(shown), every=top is None, ascii_only=ascii_only)
 
 
 def _calls(trace: Totals) -> TraceProfile | TraceCalls:
-    return trace.calls if isinstance(trace, TraceTotals) else trace  # type: ignore[return-value]
+    return trace.calls if isinstance(trace, TraceTotals) else cast(TraceProfile, trace)
+
+
+def trace_detail(profile: TraceProfile, findings: Sequence[Finding] | None, *, max_spans: int, ascii_only: bool) -> str:
+    """One trace's own report after the summary: as ``render_trace`` writes it, with at most
+    ``FINDINGS_PER_TRACE`` findings (the summary has ranked them across traces)."""
+    return render_trace(
+        profile, max_spans=max_spans, ascii_only=ascii_only, findings=findings or (), max_findings=FINDINGS_PER_TRACE
+    )
 
 
 def slowest_first(trace: Totals) -> tuple[int, str]:

@@ -14,10 +14,11 @@ categories read it.
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ..adapters.otlp_json_out import attributes_json
 from .http import FetchProgress, StoreError, StoreHttp
 from .query import Fetched, StoreQuery
 
@@ -47,28 +48,12 @@ def _iso(time_ns_: int) -> str:
     return (_EPOCH + timedelta(microseconds=time_ns_ // 1000)).isoformat()
 
 
-def _value(value: Any) -> dict[str, Any]:
-    if isinstance(value, str):
-        return {"stringValue": value}
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    if isinstance(value, float):
-        return {"doubleValue": value}
-    if isinstance(value, Mapping):
-        return {"kvlistValue": {"values": _attributes(value)}}
-    if isinstance(value, Sequence):
-        return {"arrayValue": {"values": [_value(item) for item in value]}}
-    return {}
-
-
 def _attributes(attributes: Any) -> list[dict[str, Any]]:
     if not attributes:
         return []
     if not isinstance(attributes, Mapping):
         raise ValueError("attributes are not an object")
-    return [{"key": key, "value": _value(value)} for key, value in attributes.items()]
+    return attributes_json(attributes)
 
 
 def otlp_span(span: Mapping[str, Any]) -> dict[str, Any]:
