@@ -1,0 +1,179 @@
+"""The inference server's load while an LLM call ran, from its Prometheus metrics sampled over time.
+
+A self-hosted server (vLLM, SGLang) publishes how busy it is: requests running and waiting,
+KV-cache use, prefix-cache queries and hits, preemptions. Sampled about once a second into a
+bounded ``LoadHistory``, those samples say what each LLM call met: a call that queued behind a
+full batch shows waiting requests, a long prompt that missed the prefix cache a low hit rate.
+
+Gauges (running, waiting, KV-cache use) are read from the latest sample at or before the call's
+start, if it is recent, and every sample during the call; a call shorter than the polling
+interval still gets the state it arrived into. Counters (prefix-cache hits and queries,
+preemptions) are differences between the last sample at or before the start and the first at or
+after the end, so with one-second polling a short call's hit rate covers the second or two
+around it, other requests included. A counter that went down (the server restarted) counts
+from zero.
+
+Pure: samples come from an adapter (``adapters/prometheus_metrics.py``) or from a recording.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+#: Polls are about a second apart; a sample older than this before a call does not describe it.
+DEFAULT_MAX_GAP_NS = 2_500_000_000
+#: Thirty minutes of one-second samples per server.
+DEFAULT_MAX_SAMPLES = 1800
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSample:
+    """One scrape of an inference server's metrics, reduced to what the profiler uses.
+
+    Attributes:
+        time_ns: When it was taken, Unix epoch nanoseconds (the clock spans use).
+        source: Which server: the scraped URL, or the instance a recording names.
+        running: Requests in the running batch (``vllm:num_requests_running``).
+        waiting: Requests queued for a slot (``vllm:num_requests_waiting``).
+        kv_cache_usage: Fraction of the KV cache in use, 0 to 1.
+        prefix_cache_queries: Cumulative prompt tokens looked up in the prefix cache.
+        prefix_cache_hits: Cumulative prompt tokens found there.
+        preemptions: Cumulative preemptions (requests evicted to free KV cache).
+        models: The model names the server labels its series with.
+    """
+
+    time_ns: int
+    source: str
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+    prefix_cache_queries: float | None = None
+    prefix_cache_hits: float | None = None
+    preemptions: float | None = None
+    models: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BackendLoad:
+    """What one LLM call met on its server. None where the server does not publish the metric.
+
+    Attributes:
+        source: The server the samples came from.
+        samples: How many samples describe the call (gauges).
+        running_mean / running_max: Requests in the running batch.
+        waiting_mean / waiting_max: Requests waiting for a slot.
+        kv_cache_usage_max: Highest KV-cache use, 0 to 1.
+        prefix_cache_hit_rate: Prompt tokens found in the prefix cache over those looked up.
+        preemptions: Preemptions on the server while the call ran.
+    """
+
+    source: str
+    samples: int
+    running_mean: float | None = None
+    running_max: float | None = None
+    waiting_mean: float | None = None
+    waiting_max: float | None = None
+    kv_cache_usage_max: float | None = None
+    prefix_cache_hit_rate: float | None = None
+    preemptions: int | None = None
+
+
+def load_during(
+    samples: list[LoadSample], start_ns: int, end_ns: int, *, max_gap_ns: int = DEFAULT_MAX_GAP_NS
+) -> BackendLoad | None:
+    """The load one server's ``samples`` (sorted by time) show for a call from ``start_ns`` to ``end_ns``.
+
+    None when no sample describes the call: none during it and none recent enough before it.
+    """
+    if not samples:
+        return None
+    times = [sample.time_ns for sample in samples]
+    first_inside = bisect.bisect_left(times, start_ns)
+    past_end = bisect.bisect_right(times, end_ns)
+    before = samples[first_inside - 1] if first_inside > 0 else None
+    if before is not None and start_ns - before.time_ns > max_gap_ns:
+        before = None
+    described = ([before] if before is not None else []) + samples[first_inside:past_end]
+    if not described:
+        return None
+    after = samples[past_end] if past_end < len(samples) else None
+    if after is not None and after.time_ns - end_ns > max_gap_ns:
+        after = None
+    opening = described[0]
+    closing = after if after is not None else described[-1]
+    hits = _increase(opening.prefix_cache_hits, closing.prefix_cache_hits)
+    queries = _increase(opening.prefix_cache_queries, closing.prefix_cache_queries)
+    preemptions = _increase(opening.preemptions, closing.preemptions) if closing is not opening else None
+    running = [s.running for s in described if s.running is not None]
+    waiting = [s.waiting for s in described if s.waiting is not None]
+    kv_cache = [s.kv_cache_usage for s in described if s.kv_cache_usage is not None]
+    return BackendLoad(
+        source=opening.source,
+        samples=len(described),
+        running_mean=sum(running) / len(running) if running else None,
+        running_max=max(running) if running else None,
+        waiting_mean=sum(waiting) / len(waiting) if waiting else None,
+        waiting_max=max(waiting) if waiting else None,
+        kv_cache_usage_max=max(kv_cache) if kv_cache else None,
+        prefix_cache_hit_rate=(min(1.0, hits / queries) if hits is not None and queries else None),
+        preemptions=round(preemptions) if preemptions is not None else None,
+    )
+
+
+def _increase(opening: float | None, closing: float | None) -> float | None:
+    """A counter's increase; a counter that went down was reset, so it counts from zero."""
+    if opening is None or closing is None:
+        return None
+    return closing - opening if closing >= opening else closing
+
+
+@dataclass
+class LoadHistory:
+    """The recent samples of every polled server, bounded, safe to add to from a polling thread.
+
+    Args:
+        max_samples: Samples kept per server; the oldest go first.
+        max_gap_ns: How old a sample before a call may be and still describe it.
+    """
+
+    max_samples: int = DEFAULT_MAX_SAMPLES
+    max_gap_ns: int = DEFAULT_MAX_GAP_NS
+    _by_source: dict[str, deque[LoadSample]] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, sample: LoadSample) -> None:
+        """Keep ``sample``; samples of one server must arrive in time order (a poller's do)."""
+        with self._lock:
+            history = self._by_source.get(sample.source)
+            if history is None:
+                history = self._by_source[sample.source] = deque(maxlen=self.max_samples)
+            if history and sample.time_ns < history[-1].time_ns:
+                return  # a clock step back: keep the history sorted rather than guess
+            history.append(sample)
+
+    def sources(self) -> list[str]:
+        """The servers with samples, in the order they were first seen."""
+        with self._lock:
+            return list(self._by_source)
+
+    def samples(self, source: str) -> list[LoadSample]:
+        """A copy of one server's samples, oldest first."""
+        with self._lock:
+            return list(self._by_source.get(source, ()))
+
+    def load_during(self, start_ns: int, end_ns: int, model: str | None = None) -> BackendLoad | None:
+        """What a call from ``start_ns`` to ``end_ns`` met, on the server that serves ``model``.
+
+        With one server, that server. With several, the one whose series name ``model``; None
+        when no server names it (the call went elsewhere, or ``model`` is unknown).
+        """
+        with self._lock:
+            histories = list(self._by_source.values())
+        if len(histories) != 1:
+            histories = [h for h in histories if h and model is not None and model in h[-1].models]
+            if len(histories) != 1:
+                return None
+        return load_during(list(histories[0]), start_ns, end_ns, max_gap_ns=self.max_gap_ns)
