@@ -81,3 +81,26 @@ def test_history_keeps_time_order_and_takes_samples_from_another_thread() -> Non
     thread.start()
     thread.join()
     assert len(history.samples("a")) == 101 and history.sources() == ["a"]
+
+
+def test_attach_sets_the_load_on_counted_llm_calls_only() -> None:
+    from span_builders import CLIENT, SERVER, by_name, profile, span
+    from test_call_anatomy import server_attributes
+
+    from otel_agent_profiler.core.backend_load import attach_backend_load
+
+    llm = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.system": "openai"}
+    trace = profile([
+        span("root", None, 0, 4 * S),
+        span("call", "root", 1 * S, 3 * S, CLIENT, attributes=llm),
+        span("server", "call", round(1.1 * S), round(2.9 * S), SERVER, attributes=server_attributes(0.5, 0.3, 0.9)),
+        span("tool", "root", 3 * S, 4 * S, attributes={"gen_ai.operation.name": "execute_tool"}),
+    ])  # fmt: skip
+    history = LoadHistory()
+    for t, waiting in ((0, 0), (1, 2), (2, 5), (3, 0)):
+        history.add(LoadSample(time_ns=t * S, source="vllm", running=2, waiting=waiting, models=("m",)))
+    assert attach_backend_load(trace, history) == 1
+    spans = by_name(trace)
+    load = spans["call"].backend_load
+    assert load is not None and load.waiting_max == 5 and load.samples == 3
+    assert spans["server"].backend_load is None and spans["tool"].backend_load is None

@@ -22,6 +22,12 @@ import bisect
 import threading
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .categories import LLM
+
+if TYPE_CHECKING:
+    from .profile import TraceProfile
 
 #: Polls are about a second apart; a sample older than this before a call does not describe it.
 DEFAULT_MAX_GAP_NS = 2_500_000_000
@@ -91,7 +97,8 @@ def load_during(
     if not samples:
         return None
     times = [sample.time_ns for sample in samples]
-    first_inside = bisect.bisect_left(times, start_ns)
+    # The latest sample at or before the start describes the state the call arrived into.
+    first_inside = bisect.bisect_right(times, start_ns)
     past_end = bisect.bisect_right(times, end_ns)
     before = samples[first_inside - 1] if first_inside > 0 else None
     if before is not None and start_ns - before.time_ns > max_gap_ns:
@@ -177,3 +184,23 @@ class LoadHistory:
             if len(histories) != 1:
                 return None
         return load_during(list(histories[0]), start_ns, end_ns, max_gap_ns=self.max_gap_ns)
+
+
+def attach_backend_load(profile: TraceProfile, history: LoadHistory) -> int:
+    """Set ``backend_load`` on each counted LLM call of ``profile`` that ``history`` describes.
+
+    The call's server is the one whose series name the call's model (snapshot first, then
+    family); with one server, that one. Returns how many calls got a load.
+    """
+    attached = 0
+    for span in profile.spans:
+        if span.category != LLM or not span.counted:
+            continue
+        load = None
+        for model in dict.fromkeys((span.model_snapshot, span.model)):
+            load = history.load_during(span.start_ns, span.end_ns, model)
+            if load is not None:
+                break
+        span.backend_load = load
+        attached += load is not None
+    return attached

@@ -14,6 +14,7 @@ from .genai import TokenUsage
 from .records import SpanRecord
 
 if TYPE_CHECKING:
+    from .backend_load import BackendLoad
     from .call_anatomy import LlmPhases
 
 
@@ -25,6 +26,7 @@ class SpanProfile:
     """
 
     __slots__ = (
+        "backend_load",
         "category",
         "children",
         "cost_usd",
@@ -85,6 +87,9 @@ class SpanProfile:
         #: For an inference server's span of an LLM call, and an HTTP span between the two:
         #: the client's LLM span, whose call this span is part of.
         self.same_call_as: SpanProfile | None = None
+        #: For a counted LLM call, the load its inference server showed while it ran, when the
+        #: server's metrics were sampled (``core.backend_load``).
+        self.backend_load: BackendLoad | None = None
 
     def __repr__(self) -> str:
         return (
