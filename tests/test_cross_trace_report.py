@@ -88,3 +88,53 @@ def test_a_few_traces_are_reported_as_before(tmp_path: Path, capsys: pytest.Capt
     assert report.startswith("Trace ")
     assert "across traces" not in report
     assert len(_traces_in_detail(report)) == 3
+
+
+def _wide_traces(path: Path, traces: int, children: int) -> Path:
+    """``traces`` traces of a root with ``children`` tool calls one after another: long span trees."""
+    spans = []
+    for t in range(traces):
+        trace_id = f"{t + 1:032x}"
+        root = {"traceId": trace_id, "spanId": f"{t + 1:08x}00000000", "name": "invoke_agent wide",
+                "startTimeUnixNano": str(1_760_000_000_000_000_000), "kind": 1,
+                "endTimeUnixNano": str(1_760_000_000_000_000_000 + (children + t) * 1_000_000),
+                "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}]}  # fmt: skip
+        spans.append(root)
+        for c in range(children):
+            start = 1_760_000_000_000_000_000 + c * 1_000_000
+            spans.append({"traceId": trace_id, "spanId": f"{t + 1:08x}{c + 1:08x}", "parentSpanId": root["spanId"],
+                          "name": f"execute_tool step_{c}", "kind": 1, "startTimeUnixNano": str(start),
+                          "endTimeUnixNano": str(start + 900_000),
+                          "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                                         {"key": "gen_ai.tool.name", "value": {"stringValue": f"step_{c}"}}]})  # fmt: skip
+    path.write_text(json.dumps(otlp_document(spans)), encoding="utf-8")
+    return path
+
+
+def test_the_default_report_is_fitted_to_400_lines_by_cutting_the_span_trees(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _wide_traces(tmp_path / "wide.json", traces=12, children=150)
+    # Three traces of 151 spans fit with 60 spans each: nothing is cut beyond --max-spans' default.
+    report = _analyze(capsys, str(path))
+    assert len(report.splitlines()) <= 400
+    assert report == _analyze(capsys, str(path), "--max-spans", "60")
+    assert report.count("91 more spans, 91 of them on the critical path (--max-spans N shows more)") == 3
+    # Five do not: their trees give way, each still there with a note saying how to see more.
+    report = _analyze(capsys, str(path), "--top", "5")
+    assert len(_traces_in_detail(report)) == 5
+    assert len(report.splitlines()) <= 400
+    assert report.count("(--max-spans N shows more)") == 5
+    assert 0 < report.count("execute_tool step_") < 5 * 59
+    # Asked for explicitly, --max-spans is obeyed and the report runs longer.
+    longer = _analyze(capsys, str(path), "--top", "5", "--max-spans", "60")
+    assert len(longer.splitlines()) > 400
+    assert longer.count("91 more spans, 91 of them") == 5
+    # However many traces are asked for, each tree keeps its first spans.
+    report = _analyze(capsys, str(path), "--top", "10")
+    assert report.count("146 more spans, 146 of them on the critical path") == 10
+
+
+def test_the_on_disk_report_is_fitted_the_same_way(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _wide_traces(tmp_path / "wide.json", traces=12, children=150)
+    assert _analyze(capsys, str(path), "--on-disk") == _analyze(capsys, str(path))

@@ -12,7 +12,7 @@ from ..core.findings import Finding, WhatIfProjection, combined_projection, find
 from ..core.pricing import PriceTable
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
 from ..offline import cyclic_gc_paused
-from ..report.cross_trace import DEFAULT_TOP, MANY_TRACES, render_many_traces
+from ..report.cross_trace import DEFAULT_TOP, MANY_TRACES, REPORT_MAX_LINES, render_many_traces
 from ..report.json_stream import Encoded, pretty, write_document
 from ..report.progress import Progress, progress_enabled
 from ..report.text import can_draw
@@ -44,6 +44,18 @@ DESCRIPTION = (
 )
 
 
+#: Spans shown per trace in the span tree unless ``--max-spans`` says otherwise.
+DEFAULT_MAX_SPANS = 60
+
+
+def span_tree_limits(args: argparse.Namespace) -> tuple[int, int | None]:
+    """The spans shown per trace, and the length a report of many traces is fitted to: none when
+    ``--max-spans`` was given (the user asked for that many), ``REPORT_MAX_LINES`` otherwise."""
+    if args.max_spans is None:
+        return DEFAULT_MAX_SPANS, REPORT_MAX_LINES
+    return args.max_spans, None
+
+
 def add_arguments(analyze: argparse.ArgumentParser) -> None:
     arguments.add_files_argument(analyze)
     analyze.add_argument(
@@ -53,9 +65,12 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
     analyze.add_argument(
         "--max-spans",
         type=arguments.positive_int,
-        default=60,
+        default=None,
         metavar="N",
-        help="text format: spans shown per trace in the span tree (default: %(default)s)",
+        help=(
+            f"text format: spans shown per trace in the span tree (default: {DEFAULT_MAX_SPANS}, fewer where "
+            f"the report of more than {MANY_TRACES} traces would otherwise run past {REPORT_MAX_LINES} lines)"
+        ),
     )
     shown = analyze.add_mutually_exclusive_group()
     shown.add_argument(
@@ -217,12 +232,14 @@ def _run(
     else:
         stream = sys.stdout if args.output is None else None
         ascii_only = args.ascii or (stream is not None and not can_draw(stream))
+        max_spans, max_lines = span_tree_limits(args)
         report = render_many_traces(
             profiles,
             top=None if args.all else args.top,
-            max_spans=args.max_spans,
+            max_spans=max_spans,
             ascii_only=ascii_only,
             findings=findings,
+            max_lines=max_lines,
         )
         if args.prefix_cache:
             report += _prefix_cache_text(_prefix_candidates(profiles))

@@ -37,7 +37,7 @@ from ..report.text import can_draw
 from ..shards import Partitioned, partition, profiles_of_shard, shard_of
 from ..workers import map_in_order, workers_for
 from . import budgets
-from .analyze import encode_trace
+from .analyze import encode_trace, span_tree_limits
 from .arguments import EXIT_BAD_INPUT, EXIT_BUDGET_EXCEEDED, EXIT_FAILURE, EXIT_OK, error, write_output, write_streamed
 
 #: Why some options are refused on disk.
@@ -110,6 +110,7 @@ def _analyze(
     options = budgets.finding_options(args.min_saving, args.budget)
     stream = sys.stdout if args.output is None else None
     ascii_only = args.ascii or (stream is not None and not can_draw(stream))
+    max_spans, _ = span_tree_limits(args)
 
     def shard(index: int) -> tuple[list[_Trace], list[str]]:
         profiles, lines = profiles_of_shard(parted, index, prices=prices)
@@ -121,7 +122,7 @@ def _analyze(
             if not text:
                 payload = encode_trace(profile, found, what_if)
             elif args.all:
-                payload = trace_detail(profile, found, max_spans=args.max_spans, ascii_only=ascii_only).encode()
+                payload = trace_detail(profile, found, max_spans=max_spans, ascii_only=ascii_only).encode()
             kept = None
             if found is not None:
                 kept = _summary_findings(found) if text else [f for f in found if f.kind == BUDGET_EXCEEDED]
@@ -196,6 +197,7 @@ def _text_report(
 ) -> str:
     if not index:
         return "No traces to report.\n"
+    max_spans, max_lines = span_tree_limits(args)
     traces = [totals[trace_id] for _, trace_id, _, _ in index]
     summary_findings = findings if with_findings else None
     if len(traces) <= MANY_TRACES or not args.all:
@@ -205,14 +207,18 @@ def _text_report(
         options = budgets.finding_options(args.min_saving, args.budget)
         full = {profile.trace_id: find_all(profile, options) for profile in profiles} if with_findings else None
         if len(traces) <= MANY_TRACES:
-            return render_many_traces(profiles, max_spans=args.max_spans, ascii_only=ascii_only, findings=full)
-        details = (
-            trace_detail(profile, (full or {}).get(profile.trace_id), max_spans=args.max_spans, ascii_only=ascii_only)
-            for profile in profiles
+            return render_many_traces(profiles, max_spans=max_spans, ascii_only=ascii_only, findings=full)
+
+        def details(budget: int | None) -> Iterator[str]:
+            for profile in profiles:
+                found = (full or {}).get(profile.trace_id)
+                yield trace_detail(profile, found, max_spans=max_spans, ascii_only=ascii_only, max_lines=budget)
+
+        return compose_report(
+            traces, summary_findings, details, len(profiles), every=False, ascii_only=ascii_only, max_lines=max_lines
         )
-        return compose_report(traces, summary_findings, details, len(profiles), every=False, ascii_only=ascii_only)
-    details = (payload.decode() for payload in _payloads(results, index))
-    return compose_report(traces, summary_findings, details, len(traces), every=True, ascii_only=ascii_only)
+    stored = (payload.decode() for payload in _payloads(results, index))
+    return compose_report(traces, summary_findings, lambda _: stored, len(traces), every=True, ascii_only=ascii_only)
 
 
 def _profiles_again(parted: Partitioned, prices: PriceTable, trace_ids: list[str]) -> list[TraceProfile]:

@@ -7,7 +7,7 @@ lines); what a reader wants first is what is typical and what keeps coming back.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
@@ -38,6 +38,8 @@ from .text import ASCII, UNICODE, WIDTH, Glyphs, _cut, _paragraph, _share, rende
 MANY_TRACES = 3
 #: Traces shown in detail after the summary unless told otherwise (``--top``).
 DEFAULT_TOP = 3
+#: The default report of many traces is fitted to this many lines (``--max-spans`` not given).
+REPORT_MAX_LINES = 400
 _TOP_OPERATIONS = 10
 _TOP_FINDINGS = 10
 #: Kinds whose spans differ from trace to trace without meaning anything: grouped by kind alone.
@@ -360,6 +362,7 @@ def render_many_traces(
     max_spans: int = 60,
     ascii_only: bool = False,
     findings: Mapping[str, Sequence[Finding]] | None = None,
+    max_lines: int | None = None,
 ) -> str:
     """The text report of many traces: the cross-trace summary, then the ``top`` slowest traces in detail.
 
@@ -371,6 +374,7 @@ def render_many_traces(
         max_spans: Spans shown per trace in the span tree.
         ascii_only: Draw with ASCII characters only.
         findings: Each trace's findings by trace id.
+        max_lines: With ``top``, the length the report is fitted to (see ``compose_report``).
     """
     if len(profiles) <= MANY_TRACES:
         detail = render_traces(profiles, max_spans=max_spans, ascii_only=ascii_only, findings=findings)
@@ -380,22 +384,39 @@ def render_many_traces(
         lines = _paragraph("! " + note, "", "  ", ASCII if ascii_only else UNICODE)
         return "\n".join(lines) + "\n\n" + detail
     shown = list(profiles) if top is None else sorted(profiles, key=slowest_first)[:top]
-    details = (
-        trace_detail(profile, (findings or {}).get(profile.trace_id), max_spans=max_spans, ascii_only=ascii_only)
-        for profile in shown
+
+    def details(budget: int | None) -> Iterable[str]:
+        for profile in shown:
+            found = (findings or {}).get(profile.trace_id)
+            yield trace_detail(profile, found, max_spans=max_spans, ascii_only=ascii_only, max_lines=budget)
+
+    return compose_report(
+        profiles, findings, details, len(shown), every=top is None, ascii_only=ascii_only, max_lines=max_lines
     )
-    return compose_report(profiles, findings, details, len(shown), every=top is None, ascii_only=ascii_only)
 
 
 def _calls(trace: Totals) -> TraceProfile | TraceCalls:
     return trace.calls if isinstance(trace, TraceTotals) else cast(TraceProfile, trace)
 
 
-def trace_detail(profile: TraceProfile, findings: Sequence[Finding] | None, *, max_spans: int, ascii_only: bool) -> str:
+def trace_detail(
+    profile: TraceProfile,
+    findings: Sequence[Finding] | None,
+    *,
+    max_spans: int,
+    ascii_only: bool,
+    max_lines: int | None = None,
+) -> str:
     """One trace's own report after the summary: as ``render_trace`` writes it, with at most
-    ``FINDINGS_PER_TRACE`` findings (the summary has ranked them across traces)."""
+    ``FINDINGS_PER_TRACE`` findings (the summary has ranked them across traces), its span tree
+    cut to ``max_lines`` if given."""
     return render_trace(
-        profile, max_spans=max_spans, ascii_only=ascii_only, findings=findings or (), max_findings=FINDINGS_PER_TRACE
+        profile,
+        max_spans=max_spans,
+        ascii_only=ascii_only,
+        findings=findings or (),
+        max_findings=FINDINGS_PER_TRACE,
+        max_lines=max_lines,
     )
 
 
@@ -407,15 +428,21 @@ def slowest_first(trace: Totals) -> tuple[int, str]:
 def compose_report(
     traces: Sequence[Totals],
     findings: Mapping[str, Sequence[Finding]] | None,
-    details: Iterable[str],
+    details: Callable[[int | None], Iterable[str]],
     shown: int,
     *,
     every: bool,
     ascii_only: bool = False,
+    max_lines: int | None = None,
 ) -> str:
-    """The cross-trace summary of ``traces``, then ``details``: the ``shown`` traces' own reports
-    (``render_trace``, at most ``FINDINGS_PER_TRACE`` findings each), every trace in input order
-    when ``every``, else the slowest first."""
+    """The cross-trace summary of ``traces``, then the ``shown`` traces' own reports, every trace
+    in input order when ``every``, else the slowest first.
+
+    ``details(budget)`` yields those reports (``trace_detail``, at most ``FINDINGS_PER_TRACE``
+    findings each), each fitted to ``budget`` lines if not None. With ``max_lines`` and not
+    ``every``, the budget is what the summary leaves of ``max_lines``, shared equally: the
+    summary is bounded by constants, and each report's span tree gives way first.
+    """
     glyphs = ASCII if ascii_only else UNICODE
     if every:
         heading = f"All {plural(shown, 'trace')} in detail"
@@ -426,6 +453,11 @@ def compose_report(
     rule = glyphs.rule * WIDTH
     if not shown:
         return summary
+    budget = None
+    if max_lines is not None and not every:
+        # The heading takes four lines (a blank line, it, a rule, a blank line), each rule between two
+        # reports three.
+        budget = (max_lines - summary.count("\n") - 4 - 3 * (shown - 1)) // shown
     # The summary has ranked the findings across traces: fewer of each trace's own keep the report short.
-    detail = f"\n{rule}\n\n".join(details)
+    detail = f"\n{rule}\n\n".join(details(budget))
     return f"{summary}\n{heading}\n{rule}\n\n{detail}"

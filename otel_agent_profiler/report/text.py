@@ -165,6 +165,12 @@ def _spans_to_show(spans: list[SpanProfile], limit: int) -> list[SpanProfile]:
     return [spans[i] for i in keep]
 
 
+#: The span tree's lines around its spans: a blank line, its title, its axis, and the note on the spans left out.
+_TREE_FRAME_LINES = 4
+#: A span tree cut to fit a line budget still shows this many spans (the critical path first).
+MIN_TREE_SPANS = 5
+
+
 def _flame_chart(profile: TraceProfile, max_spans: int, glyphs: Glyphs) -> list[str]:
     start, duration = profile.start_ns, profile.duration_ns
     scale = _BAR_WIDTH / duration if duration else 0.0
@@ -250,14 +256,22 @@ def render_trace(
     ascii_only: bool = False,
     findings: Sequence[Finding] = (),
     max_findings: int = 5,
+    max_lines: int | None = None,
 ) -> str:
-    """The text report of one trace; ``findings`` (from ``core.findings.find_all``) are listed too."""
+    """The text report of one trace; ``findings`` (from ``core.findings.find_all``) are listed too.
+
+    With ``max_lines``, the span tree shows fewer than ``max_spans`` spans where the report would
+    otherwise run longer, but never fewer than ``MIN_TREE_SPANS``: every other part is bounded
+    by constants, so the tree is what makes a report long.
+    """
     glyphs = ASCII if ascii_only else UNICODE
     lines = _header(profile, glyphs)
     lines += _category_table(profile, glyphs)
     lines += _llm_phases(profile, glyphs)
     lines += _operations_table(profile, glyphs)
     lines += _findings(profile, findings, max_findings, glyphs)
+    if max_lines is not None:
+        max_spans = min(max_spans, max(MIN_TREE_SPANS, max_lines - len(lines) - _TREE_FRAME_LINES))
     lines += _flame_chart(profile, max_spans, glyphs)
     return "\n".join(lines) + "\n"
 
