@@ -131,17 +131,36 @@ def load_profiles(
     """
     progress = progress if progress is not None else _NoProgress()
     report = _ErrorLines(progress, on_error_line)
-    trace_files: list[TraceFile] = []
     with cyclic_gc_paused():
-        progress.start(READING, len(paths))
-        for path in paths:
-            trace_file = read_trace_file(path)
-            trace_files.append(trace_file)
-            line = trace_file.error_line()
-            if line is not None:
-                report(line)  # as soon as it is known
-            progress.advance(detail=os.path.basename(path))
+        trace_files = _read(paths, progress, report)
         return _profiled(trace_files, classifier, prices, progress, report)
+
+
+def read_trace_files(
+    paths: Sequence[str],
+    *,
+    progress: LoadProgress | None = None,
+    on_error_line: Callable[[str], None] | None = None,
+) -> tuple[list[TraceFile], list[str]]:
+    """Read the trace files at ``paths`` as :func:`load_profiles` reads them, without profiling
+    them: the files, and their error lines (each also passed to ``on_error_line`` when known)."""
+    progress = progress if progress is not None else _NoProgress()
+    report = _ErrorLines(progress, on_error_line)
+    with cyclic_gc_paused():
+        return _read(paths, progress, report), report.lines
+
+
+def _read(paths: Sequence[str], progress: LoadProgress, report: _ErrorLines) -> list[TraceFile]:
+    trace_files: list[TraceFile] = []
+    progress.start(READING, len(paths))
+    for path in paths:
+        trace_file = read_trace_file(path)
+        trace_files.append(trace_file)
+        line = trace_file.error_line()
+        if line is not None:
+            report(line)  # as soon as it is known
+        progress.advance(detail=os.path.basename(path))
+    return trace_files
 
 
 def profile_trace_files(
@@ -167,6 +186,24 @@ def profile_trace_files(
         return _profiled(trace_files, classifier, prices, progress, report)
 
 
+def profile_read_files(
+    trace_files: Sequence[TraceFile],
+    error_lines: Sequence[str],
+    *,
+    classifier: Classifier = classify,
+    prices: PriceTable | None = None,
+    progress: LoadProgress | None = None,
+    on_error_line: Callable[[str], None] | None = None,
+) -> LoadedProfiles:
+    """Profile the traces of files read by :func:`read_trace_files`, whose ``error_lines`` were
+    passed on then: what :func:`load_profiles` returns for them."""
+    progress = progress if progress is not None else _NoProgress()
+    report = _ErrorLines(progress, on_error_line)
+    report.lines.extend(error_lines)
+    with cyclic_gc_paused():
+        return _profiled(trace_files, classifier, prices, progress, report)
+
+
 class _ErrorLines:
     """Error lines, collected and each passed on at once (after the progress bar is erased)."""
 
@@ -189,11 +226,16 @@ def _profiled(
     progress: LoadProgress,
     report: _ErrorLines,
 ) -> LoadedProfiles:
-    files = [FileRead(file.path, file.format, len(file.records), file.problems) for file in trace_files]
+    files = files_read(trace_files)
     groups = group_by_trace(record for file in trace_files for record in file.records)
     progress.start(PROFILING, len(groups))
     profiles = profile_groups(groups, classifier, prices, report, progress.advance)
     return LoadedProfiles(profiles, files, report.lines)
+
+
+def files_read(trace_files: Sequence[TraceFile]) -> list[FileRead]:
+    """What the outputs say about each file read."""
+    return [FileRead(file.path, file.format, len(file.records), file.problems) for file in trace_files]
 
 
 def profile_groups(

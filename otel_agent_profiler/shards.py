@@ -25,7 +25,7 @@ from .core.categories import classify
 from .core.pricing import PriceTable
 from .core.profile import TraceProfile
 from .core.records import SpanRecord
-from .offline import READING, FileRead, LoadProgress, profile_groups
+from .offline import READING, FileRead, LoadProgress, files_read, profile_groups
 
 #: JSON Lines inputs larger than this in all are profiled on disk unless told otherwise: in memory
 #: they would take about seven times their size.
@@ -66,7 +66,7 @@ def shard_of(trace_id: str, shards: int) -> int:
 
 @dataclass
 class Partitioned:
-    """Trace files partitioned into shards under ``directory``."""
+    """Trace files partitioned into shards under ``directory``, or held in memory (see ``hold``)."""
 
     directory: Path
     shards: int
@@ -74,6 +74,8 @@ class Partitioned:
     #: One line per file that could not be read whole, naming it and what is wrong.
     error_lines: list[str] = field(default_factory=list)
     spans: int = 0
+    #: Each shard's traces (their records by trace id), when the shards are held in memory.
+    held: list[dict[str, list[SpanRecord]]] | None = None
 
     def shard_path(self, index: int) -> Path:
         return self.directory / f"shard-{index:04d}.pickle"
@@ -150,6 +152,23 @@ def partition(
     return partitioned
 
 
+def hold(trace_files: Sequence[TraceFile], error_lines: list[str], shards: int) -> Partitioned:
+    """Trace files already read, in ``shards`` shards held in memory: each trace whole in the shard
+    its id hashes to, as ``partition`` would write it, so the shards can be profiled as on disk
+    (by forked workers, with only each trace's totals and findings kept of its profile)."""
+    held: list[dict[str, list[SpanRecord]]] = [{} for _ in range(shards)]
+    for trace_id, records in group_by_trace(r for file in trace_files for r in file.records).items():
+        held[shard_of(trace_id, shards)][trace_id] = records
+    return Partitioned(
+        Path(),
+        shards,
+        files_read(trace_files),
+        error_lines,
+        sum(len(file.records) for file in trace_files),
+        held,
+    )
+
+
 def _read_into(path: str, writer: _ShardWriter, progress: LoadProgress) -> tuple[TraceFile, int]:
     if path == "-" or not looks_like_json_lines(path):
         trace_file = read_trace_file(path)
@@ -204,7 +223,10 @@ def profiles_of_shard(
 ) -> tuple[list[TraceProfile], list[str]]:
     """The profiles of the traces in one shard (``only`` those trace ids, when given), ordered by
     start time then trace id, and an error line per trace the analysis failed on."""
-    groups = group_by_trace(shard_records(partitioned, index))
+    if partitioned.held is not None:
+        groups = partitioned.held[index]
+    else:
+        groups = group_by_trace(shard_records(partitioned, index))
     if only is not None:
         groups = {trace_id: spans for trace_id, spans in groups.items() if trace_id in only}
     error_lines: list[str] = []

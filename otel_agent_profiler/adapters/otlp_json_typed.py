@@ -179,7 +179,11 @@ def records_from_typed(data: TracesData) -> list[SpanRecord]:
             for scope_spans in resource_spans.scopeSpans or resource_spans.instrumentationLibrarySpans:
                 named = scope_spans.scope or scope_spans.instrumentationLibrary
                 scope = named.name if named is not None else ""
-                for span in scope_spans.spans:
+                spans = scope_spans.spans
+                # Each decoded span is dropped as soon as its record is made: the document and
+                # the records are never both whole in memory.
+                for index, span in enumerate(spans):
+                    spans[index] = None  # type: ignore[call-overload]
                     append(_record(span, resource, known, scope))
     except (BadIdError, ValueError, TypeError, RecursionError) as exc:
         raise SpanDataError(str(exc)) from exc

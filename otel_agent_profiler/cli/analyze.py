@@ -9,9 +9,8 @@ from typing import Any
 
 from ..core import TraceProfile, trace_to_dict
 from ..core.findings import Finding, WhatIfProjection, combined_projection, find_all
-from ..core.pricing import PriceTable
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
-from ..offline import cyclic_gc_paused
+from ..offline import LoadedProfiles, cyclic_gc_paused, profile_read_files, read_trace_files
 from ..report.cross_trace import DEFAULT_TOP, MANY_TRACES, REPORT_MAX_LINES, render_many_traces
 from ..report.json_stream import Encoded, pretty, write_document
 from ..report.progress import Progress, progress_enabled
@@ -187,15 +186,23 @@ def run(args: argparse.Namespace) -> int:
     # The collector stays paused to the end: the profiles live until then, and it would only
     # traverse them again and again; what dies on the way (trace dicts, lines) dies young.
     with cyclic_gc_paused():
-        return _run(args, files, prices, folder_problems, progress)
+        if from_store or args.format != "text" or args.prefix_cache or args.what_if:
+            loaded = sources.load(args, files, prices=prices, progress=progress, on_error_line=error)
+        else:
+            trace_files, error_lines = read_trace_files(files, progress=progress, on_error_line=error)
+            if len({record.trace_id for file in trace_files for record in file.records}) > MANY_TRACES:
+                # The text report of many traces: only their totals and findings are kept, so the
+                # workers profile them too, a shard at a time, as on disk.
+                from .analyze_on_disk import run_held
+
+                return run_held(args, trace_files, error_lines, prices, folder_problems, progress)
+            loaded = profile_read_files(trace_files, error_lines, prices=prices, progress=progress, on_error_line=error)
+        if loaded is None:
+            return EXIT_BAD_INPUT
+        return _run(args, loaded, folder_problems, progress)
 
 
-def _run(
-    args: argparse.Namespace, files: list[str], prices: PriceTable, folder_problems: list[str], progress: Progress
-) -> int:
-    loaded = sources.load(args, files, prices=prices, progress=progress, on_error_line=error)
-    if loaded is None:
-        return EXIT_BAD_INPUT
+def _run(args: argparse.Namespace, loaded: LoadedProfiles, folder_problems: list[str], progress: Progress) -> int:
     profiles = loaded.profiles
     workers = workers_for(args.workers, sum(profile.span_count for profile in profiles))
     # Findings cost a projection of the trace each; JSON output for many traces skips them

@@ -10,6 +10,7 @@ included.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ..adapters.files import TraceFile
 from ..core.findings import BUDGET_EXCEEDED, Finding, find_all, what_ifs_together
 from ..core.pricing import PriceTable
 from ..core.profile import TraceProfile
@@ -34,12 +36,15 @@ from ..report.cross_trace import (
 from ..report.json_stream import Encoded, write_document
 from ..report.progress import Progress
 from ..report.text import can_draw
-from ..shards import Partitioned, partition, profiles_of_shard, shard_of
+from ..shards import Partitioned, hold, partition, profiles_of_shard, shard_of
 from ..workers import map_in_order, workers_for
 from . import budgets
 from .analyze import encode_trace, span_tree_limits
 from .arguments import EXIT_BAD_INPUT, EXIT_BUDGET_EXCEEDED, EXIT_FAILURE, EXIT_OK, error, write_output, write_streamed
 
+#: Shards of traces held in memory: enough per worker that the workers finish together.
+_HELD_SHARDS_PER_WORKER = 16
+_MIN_HELD_SHARDS = 4
 #: Why some options are refused on disk.
 NOT_ON_DISK = "is not available when the input is profiled on disk (use --no-on-disk for inputs that fit in memory)"
 
@@ -74,7 +79,32 @@ def run_on_disk(
         error(f"{refused} {NOT_ON_DISK}")
         return EXIT_BAD_INPUT
     with tempfile.TemporaryDirectory(prefix="otel-agent-profiler-") as directory:
-        return _analyze(args, files, prices, folder_problems, progress, Path(directory))
+        parted = partition(files, Path(directory), progress=progress, on_error_line=error)
+        with open(Path(directory) / "results", "w+b") as results:
+            return _analyze(args, parted, prices, folder_problems, progress, results)
+
+
+def run_held(
+    args: argparse.Namespace,
+    trace_files: list[TraceFile],
+    error_lines: list[str],
+    prices: PriceTable,
+    folder_problems: list[str],
+    progress: Progress,
+) -> int:
+    """``analyze`` of files already read, as on disk but with the shards held in memory.
+
+    For the text report of many traces: profiled by the workers a shard at a time, only each
+    trace's totals and findings come back, so the profiles of every trace are never held at once.
+    """
+    refused = refused_option(args)
+    assert refused is None, f"{refused} cannot be analysed shard by shard"
+    spans = sum(len(file.records) for file in trace_files)
+    shards = max(_MIN_HELD_SHARDS, workers_for(args.workers, spans) * _HELD_SHARDS_PER_WORKER)
+    parted = hold(trace_files, error_lines, shards)
+    for file in trace_files:
+        file.records = []  # held by the shards now
+    return _analyze(args, parted, prices, folder_problems, progress, io.BytesIO())
 
 
 def _summary_findings(found: list[Finding]) -> list[Finding]:
@@ -97,13 +127,12 @@ def _summary_findings(found: list[Finding]) -> list[Finding]:
 
 def _analyze(
     args: argparse.Namespace,
-    files: list[str],
+    parted: Partitioned,
     prices: PriceTable,
     folder_problems: list[str],
     progress: Progress,
-    directory: Path,
+    results: BinaryIO,
 ) -> int:
-    parted = partition(files, directory, progress=progress, on_error_line=error)
     workers = workers_for(args.workers, parted.spans)
     text = args.format == "text"
     with_findings = args.findings if args.findings is not None else text or bool(args.budget)
@@ -132,44 +161,43 @@ def _analyze(
             profile.release()
         return traces, lines
 
-    with open(directory / "results", "w+b") as results:
-        progress.start(PROFILING, parted.shards)
-        index: list[tuple[int, str, int, int]] = []
-        totals: dict[str, TraceTotals] = {}
-        findings: dict[str, list[Finding]] = {}
-        error_lines = list(parted.error_lines)
-        with closing(map_in_order(shard, parted.shards, workers)) as shards:
-            for traces, lines in shards:
-                for line in lines:
-                    progress.close()
-                    error(line)
-                error_lines += lines
-                for trace in traces:
-                    offset = results.tell()
-                    if trace.payload is not None:
-                        results.write(trace.payload)
-                    index.append((trace.start_ns, trace.trace_id, offset, results.tell() - offset))
-                    totals[trace.trace_id] = trace.totals
-                    if trace.findings is not None:
-                        findings[trace.trace_id] = trace.findings
-                progress.advance()
-        progress.close()
-        # In trace order, as the traces are profiled in memory.
-        index.sort()
-        findings = {trace_id: findings[trace_id] for _, trace_id, _, _ in index if trace_id in findings}
-        if text:
-            report = _text_report(args, parted, prices, index, totals, findings, results, ascii_only, with_findings)
-            written = write_output(args.output, report)
-        else:
-            documents = _payloads(results, index)
-            kept = [totals[trace_id] for _, trace_id, _, _ in index]
-            splits = find_split_llm_calls(trace.calls for trace in kept)
-            rest = {
-                "files": [file.to_dict() for file in parted.files],
-                "totals": cross_trace_totals(kept, splits).to_dict(),
-                "split_llm_calls": [split.to_dict() for split in splits],
-            }
-            written = write_streamed(args.output, lambda out: write_document(out, "traces", documents, rest))
+    progress.start(PROFILING, parted.shards)
+    index: list[tuple[int, str, int, int]] = []
+    totals: dict[str, TraceTotals] = {}
+    findings: dict[str, list[Finding]] = {}
+    error_lines = list(parted.error_lines)
+    with closing(map_in_order(shard, parted.shards, workers)) as shards:
+        for traces, lines in shards:
+            for line in lines:
+                progress.close()
+                error(line)
+            error_lines += lines
+            for trace in traces:
+                offset = results.tell()
+                if trace.payload is not None:
+                    results.write(trace.payload)
+                index.append((trace.start_ns, trace.trace_id, offset, results.tell() - offset))
+                totals[trace.trace_id] = trace.totals
+                if trace.findings is not None:
+                    findings[trace.trace_id] = trace.findings
+            progress.advance()
+    progress.close()
+    # In trace order, as the traces are profiled in memory.
+    index.sort()
+    findings = {trace_id: findings[trace_id] for _, trace_id, _, _ in index if trace_id in findings}
+    if text:
+        report = _text_report(args, parted, prices, index, totals, findings, results, ascii_only, with_findings)
+        written = write_output(args.output, report)
+    else:
+        documents = _payloads(results, index)
+        kept = [totals[trace_id] for _, trace_id, _, _ in index]
+        splits = find_split_llm_calls(trace.calls for trace in kept)
+        rest = {
+            "files": [file.to_dict() for file in parted.files],
+            "totals": cross_trace_totals(kept, splits).to_dict(),
+            "split_llm_calls": [split.to_dict() for split in splits],
+        }
+        written = write_streamed(args.output, lambda out: write_document(out, "traces", documents, rest))
     if not written:
         return EXIT_FAILURE
     over_budget = budgets.print_overruns(findings) if budgets.has_budgets(options) else 0
