@@ -32,7 +32,16 @@ def test_serve_help_lists_every_option_and_the_defaults(capsys: pytest.CaptureFi
     text = " ".join(capsys.readouterr().out.split())
     for option in OPTIONS:
         assert option in text
-    for fact in ("OTEL_EXPORTER_OTLP_ENDPOINT", "/v1/traces", "/health", "/profiles", "SIGTERM", "4194304", "503"):
+    for fact in (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "/v1/traces",
+        "/health",
+        "/profiles",
+        "/programs",
+        "SIGTERM",
+        "4194304",
+        "503",
+    ):
         assert fact in text, fact
 
 

@@ -8,10 +8,11 @@ for ``read_timeout_s``: 408. Malformed requests are logged without their payload
 
 ``GET /health`` (counts), ``/health/live`` (200 while the process serves), ``/health/ready`` (200,
 or 503 with ``Retry-After`` while requests would be pushed back: the forward queue full, a memory
-limit reached, or stopping), ``/profiles`` and ``/profiles/{trace_id}``. The three health paths
-never need the bearer token (they are what orchestrators probe); every other request does when
-one is set (401 with ``WWW-Authenticate: Bearer`` otherwise; compared in constant time, never
-logged).
+limit reached, or stopping), ``/profiles`` and ``/profiles/{trace_id}``, and ``/programs`` (the
+profiles averaged per agent program, ``core.programs``; ``?service=NAME`` keeps one service's;
+computed on a helper thread, not the event loop). The three health paths never need the bearer
+token (they are what orchestrators probe); every other request does when one is set (401 with
+``WWW-Authenticate: Bearer`` otherwise; compared in constant time, never logged).
 
 Every connection is served on one event loop thread (``ServiceLoop``); requests are decoded and
 handed to the pipeline there. At most ``max_connections`` connections are open at once: one more
@@ -293,6 +294,8 @@ class _Handler:
             if request.method == "POST":
                 return await self._post(request)
             if request.method in ("GET", "HEAD"):
+                if request.path.rstrip("/") == "/programs":
+                    return await self._programs(request)
                 return self._get(request)
             return _error(405, "method not allowed", {"Allow": "GET, POST"})
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
@@ -336,6 +339,22 @@ class _Handler:
             profile = endpoints.pipeline.profile(path[len("/profiles/") :])
             return _error(404, "no profile for this trace id") if profile is None else _json(profile)
         return _error(404, "not found")
+
+    async def _programs(self, request: web.BaseRequest) -> web.Response:
+        """``GET /programs[?service=NAME]``: the profiles averaged per program."""
+        denied = self._unauthorized(request)
+        if denied is not None:
+            return denied
+        service = request.query.get("service")
+        # With a thousand programs, averaging and encoding take tens of milliseconds: on another
+        # thread, so that the event loop goes on receiving meanwhile.
+        body = await asyncio.get_running_loop().run_in_executor(None, self._programs_body, service)
+        response = web.Response(body=body)
+        response.content_type = _JSON
+        return response
+
+    def _programs_body(self, service: str | None) -> bytes:
+        return json.dumps(self.endpoints.pipeline.programs.to_dict(service)).encode()
 
     async def _discard(self, request: web.BaseRequest, length: int) -> None:
         remaining = length

@@ -29,6 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ..core import profile_trace, trace_to_dict
 from ..core.categories import CATEGORIES
 from ..core.profile import TraceProfile
+from ..core.programs import ProgramAverages
 from ..core.records import SpanRecord
 from ..errors import InternalErrorLog
 from ..live.profile_metrics import ProfileMetrics
@@ -43,6 +44,9 @@ _PROFILING_ERRORS = InternalErrorLog(
     logger, "profiling trace %s failed; its spans are forwarded unprofiled", repeat_level=logging.ERROR
 )
 _METRICS_ERRORS = InternalErrorLog(logger, "recording the profile metrics failed", repeat_level=logging.ERROR)
+_PROGRAMS_ERRORS = InternalErrorLog(
+    logger, "adding a profile to the per-program averages failed", repeat_level=logging.ERROR
+)
 
 #: How many released trace ids are remembered to recognise late spans.
 REMEMBERED_TRACES = 100_000
@@ -110,6 +114,9 @@ class Pipeline:
         self._clock = clock
         self._lock = threading.Condition()
         self._profiles: OrderedDict[str, TraceProfile] = OrderedDict()
+        #: Every profiled trace, averaged per program (``GET /programs``); it has its own lock, so
+        #: reading it never holds up receiving.
+        self.programs = ProgramAverages()
         self.counts = Counts()
         # Accepted spans not yet delivered or failed, and their estimated bytes (see the module docstring).
         self._held_spans = 0
@@ -245,6 +252,10 @@ class Pipeline:
             self._profiles.move_to_end(profile.trace_id)
             while len(self._profiles) > self.config.recent_profiles:
                 self._profiles.popitem(last=False)
+        try:
+            self.programs.add(profile)
+        except Exception:
+            _PROGRAMS_ERRORS.report("serve programs")
         if self.metrics is not None:
             try:
                 self.metrics.record(profile)

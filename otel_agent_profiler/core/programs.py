@@ -1,0 +1,313 @@
+"""Profiles averaged per agent program: how the runs of each agent or workflow spend their time.
+
+A *program* is what a trace runs: the agent named by its outermost agent span (the span's
+``operation``: ``gen_ai.agent.name``, ``gen_ai.workflow.name``, ``agent.name`` or
+``traceloop.entity.name``, else the span's name), or the root span's name when the trace has no
+agent span, together with the root's ``service.name``. ``ProgramAverages`` keeps running sums per
+program, so its memory grows with the number of programs, never with the number of traces:
+
+* per trace, on average: duration (with p50 and p90 over the program's last ``DURATION_WINDOW``
+  traces), critical path, critical path and self time per category, LLM calls, tokens, cost (over
+  the traces that were priced) and, over the traces whose LLM calls an inference server's spans
+  split, the phases of the critical path's LLM time (``queue``, ``prefill``, ``decode``,
+  ``other``);
+* error traces: traces with at least one span whose status is ERROR.
+
+In the terms of per-program views such as ThunderAgent's: *pause* time is the ``queue`` phase,
+*tool* time the ``tool`` category's critical path, *prefill* and *decode* the phases of the same
+names.
+
+At most ``max_programs`` programs are kept; the traces of programs first seen after that are
+counted in ``other_programs`` and not averaged. The accumulator is written by one thread and
+read by others: ``add`` holds its lock for the few additions of one trace, ``to_dict`` only while
+it copies the sums.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+from .categories import AGENT, CATEGORIES
+from .profile import TraceProfile
+from .records import StatusCode
+
+#: Programs averaged at most; the traces of any further program are only counted.
+MAX_PROGRAMS = 1000
+#: Durations per program the percentiles are computed over: the most recent ones.
+DURATION_WINDOW = 1000
+#: The service of a trace whose root records no ``service.name`` (OpenTelemetry's own default).
+UNKNOWN_SERVICE = "unknown_service"
+
+_NS_PER_MS = 1e6
+_ERROR = StatusCode.ERROR
+_CATEGORY_COUNT = len(CATEGORIES)
+
+
+def _scan(profile: TraceProfile) -> tuple[str, str, bool]:
+    """The trace's service and program, and whether any of its spans has an ERROR status."""
+    roots = profile.roots
+    root = roots[0]
+    service = root.record.resource.get("service.name")
+    # Below a single root that is no agent, an agent span at depth 1 is as far out as any can be.
+    outermost_possible = 1 if len(roots) == 1 else 0
+    agent = None
+    agent_depth = 1 << 30
+    error = False
+    for span in profile.spans:
+        if span.record.status is _ERROR:
+            error = True
+        if span.category == AGENT and span.depth < agent_depth:
+            agent, agent_depth = span, span.depth
+            if agent_depth <= outermost_possible and error:
+                break
+    program = agent.operation if agent is not None else root.record.name
+    return service if isinstance(service, str) and service else UNKNOWN_SERVICE, program, error
+
+
+def program_of(profile: TraceProfile) -> tuple[str, str]:
+    """The program a trace runs, as ``(service, program)``: see the module docstring."""
+    service, program, _ = _scan(profile)
+    return service, program
+
+
+class _Program:
+    """Running sums of one program's traces (times in nanoseconds) and its recent durations."""
+
+    __slots__ = (
+        "cached_input_tokens",
+        "category_critical_path_ns",
+        "category_self_time_ns",
+        "cost_usd",
+        "critical_path_ns",
+        "duration_ns",
+        "error_traces",
+        "input_tokens",
+        "llm_calls",
+        "output_tokens",
+        "phase_traces",
+        "phases_ns",
+        "priced_traces",
+        "reasoning_tokens",
+        "recent_durations_ns",
+        "recent_next",
+        "traces",
+    )
+
+    def __init__(self) -> None:
+        self.traces = 0
+        self.error_traces = 0
+        self.duration_ns = 0
+        self.critical_path_ns = 0
+        # Indexed like CATEGORIES.
+        self.category_critical_path_ns = [0] * _CATEGORY_COUNT
+        self.category_self_time_ns = [0] * _CATEGORY_COUNT
+        self.llm_calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cached_input_tokens = 0
+        self.reasoning_tokens = 0
+        self.priced_traces = 0
+        self.cost_usd = 0.0
+        self.phase_traces = 0
+        # queue, prefill, decode, other
+        self.phases_ns = [0, 0, 0, 0]
+        # A ring of the last DURATION_WINDOW durations; recent_next is where the next one goes once it is full.
+        self.recent_durations_ns = array("q")
+        self.recent_next = 0
+
+    def copy(self) -> _Program:
+        copied = _Program.__new__(_Program)
+        for name in _SCALARS:
+            setattr(copied, name, getattr(self, name))
+        copied.category_critical_path_ns = self.category_critical_path_ns[:]
+        copied.category_self_time_ns = self.category_self_time_ns[:]
+        copied.phases_ns = self.phases_ns[:]
+        copied.recent_durations_ns = self.recent_durations_ns[:]
+        return copied
+
+    def to_dict(self, service: str, program: str) -> dict[str, Any]:
+        traces = self.traces
+        per_trace_ms = traces * _NS_PER_MS
+        critical_path_ns = self.critical_path_ns
+        categories = {
+            name: {
+                "critical_path_ms": self.category_critical_path_ns[index] / per_trace_ms,
+                "self_time_ms": self.category_self_time_ns[index] / per_trace_ms,
+                "critical_path_share": (
+                    self.category_critical_path_ns[index] / critical_path_ns if critical_path_ns else 0.0
+                ),
+            }
+            for index, name in enumerate(CATEGORIES)
+        }
+        recent = sorted(self.recent_durations_ns)
+        phases = None
+        if self.phase_traces:
+            per_phase_trace_ms = self.phase_traces * _NS_PER_MS
+            queue, prefill, decode, other = self.phases_ns
+            phases = {
+                "queue": queue / per_phase_trace_ms,
+                "prefill": prefill / per_phase_trace_ms,
+                "decode": decode / per_phase_trace_ms,
+                "other": other / per_phase_trace_ms,
+            }
+        return {
+            "service": service,
+            "program": program,
+            "traces": traces,
+            "error_traces": self.error_traces,
+            "duration_ms": {
+                "mean": self.duration_ns / per_trace_ms,
+                "p50": percentile(recent, 0.5) / _NS_PER_MS,
+                "p90": percentile(recent, 0.9) / _NS_PER_MS,
+            },
+            "critical_path_ms": critical_path_ns / per_trace_ms,
+            "categories": categories,
+            "llm_calls": self.llm_calls / traces,
+            "tokens": {
+                "input": self.input_tokens / traces,
+                "output": self.output_tokens / traces,
+                "cached_input": self.cached_input_tokens / traces,
+                "reasoning": self.reasoning_tokens / traces,
+                "total": (self.input_tokens + self.output_tokens) / traces,
+            },
+            "priced_traces": self.priced_traces,
+            "cost_usd": self.cost_usd / self.priced_traces if self.priced_traces else None,
+            "traces_with_llm_phases": self.phase_traces,
+            "critical_path_llm_phases_ms": phases,
+        }
+
+
+_SEQUENCES = ("category_critical_path_ns", "category_self_time_ns", "phases_ns", "recent_durations_ns")
+_SCALARS = tuple(name for name in _Program.__slots__ if name not in _SEQUENCES)
+
+
+def percentile(ordered: list[int], fraction: float) -> float:
+    """The ``fraction`` percentile of sorted values, interpolated between the two nearest ranks (as numpy does)."""
+    position = (len(ordered) - 1) * fraction
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+class ProgramAverages:
+    """Per-program running sums of trace profiles, bounded in the number of programs.
+
+    Args:
+        max_programs: Programs averaged at most; traces of programs first seen later are counted
+            in ``other_programs``.
+        duration_window: Durations per program that p50 and p90 are computed over (the most recent).
+        clock: Unix time in seconds, read once: when the averages start (``since``).
+    """
+
+    def __init__(
+        self,
+        max_programs: int = MAX_PROGRAMS,
+        duration_window: int = DURATION_WINDOW,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_programs < 0 or duration_window < 1:
+            raise ValueError("max_programs must be >= 0 and duration_window >= 1")
+        self.max_programs = max_programs
+        self.duration_window = duration_window
+        self.since = clock()
+        self._programs: dict[tuple[str, str], _Program] = {}
+        self._other_programs = 0
+        self._lock = threading.Lock()
+
+    def add(self, profile: TraceProfile) -> None:
+        """Add one profiled trace to its program's sums (a trace without spans is ignored).
+
+        This is the one place a trace's numbers enter the averages: a new per-call figure, such as
+        the inference server's load during each LLM call (an LLM span's ``backend_load``, once the
+        backend metrics are attached to spans), is read here from the counted LLM spans and kept
+        as one more running sum (and count of the calls that had it) in ``_Program``.
+        """
+        if not profile.roots:
+            return
+        service, name, error = _scan(profile)
+        categories = profile.categories
+        tokens = profile.tokens
+        phases = profile.critical_path_llm_phases
+        cost = profile.cost_usd
+        duration = profile.end_ns - profile.start_ns
+        key = (service, name)
+        with self._lock:
+            program = self._programs.get(key)
+            if program is None:
+                if len(self._programs) >= self.max_programs:
+                    self._other_programs += 1
+                    return
+                program = self._programs[key] = _Program()
+            program.traces += 1
+            if error:
+                program.error_traces += 1
+            program.duration_ns += duration
+            critical_path = program.category_critical_path_ns
+            self_time = program.category_self_time_ns
+            # Every span has one category, so the categories' critical paths add up to the trace's.
+            trace_critical_path = 0
+            for index, stats in enumerate(categories.values()):
+                if stats.duration_ns:  # a category with no time has no self time or critical path either
+                    category_critical_path = stats.critical_path_ns
+                    critical_path[index] += category_critical_path
+                    self_time[index] += stats.self_time_ns
+                    trace_critical_path += category_critical_path
+            program.critical_path_ns += trace_critical_path
+            program.llm_calls += profile.llm_calls
+            program.input_tokens += tokens.input
+            program.output_tokens += tokens.output
+            program.cached_input_tokens += tokens.cached_input
+            program.reasoning_tokens += tokens.reasoning
+            if cost is not None:
+                program.priced_traces += 1
+                program.cost_usd += cost
+            if phases is not None:
+                program.phase_traces += 1
+                sums = program.phases_ns
+                sums[0] += phases.queue_ns
+                sums[1] += phases.prefill_ns
+                sums[2] += phases.decode_ns
+                sums[3] += phases.other_ns
+            recent = program.recent_durations_ns
+            if len(recent) < self.duration_window:
+                recent.append(duration)
+            else:
+                recent[program.recent_next] = duration
+                program.recent_next = (program.recent_next + 1) % self.duration_window
+
+    @property
+    def other_programs(self) -> int:
+        """Traces of programs first seen after ``max_programs`` were kept: counted, not averaged."""
+        return self._other_programs
+
+    def to_dict(self, service: str | None = None) -> dict[str, Any]:
+        """The averages as JSON-ready data, the programs with the most traces first.
+
+        Args:
+            service: Only the programs of this service (``service.name``), when given.
+
+        Returns:
+            ``{"programs": [...], "other_programs": K, "since": unix seconds}``; each program has
+            ``service``, ``program``, ``traces``, ``error_traces``, ``priced_traces`` and
+            ``traces_with_llm_phases`` (counts), and means per trace: ``duration_ms`` (``mean``,
+            ``p50``, ``p90``), ``critical_path_ms``, ``categories`` (``critical_path_ms``,
+            ``self_time_ms`` and ``critical_path_share`` per category), ``llm_calls``, ``tokens``,
+            ``cost_usd`` (over the priced traces; None without any) and
+            ``critical_path_llm_phases_ms`` (over the traces with phases; None without any).
+        """
+        # Copied under the lock, computed outside it: the writer waits only for the copies.
+        with self._lock:
+            copies = [
+                (key, program.copy()) for key, program in self._programs.items() if service is None or key[0] == service
+            ]
+            other_programs = self._other_programs
+        copies.sort(key=lambda item: (-item[1].traces, item[0]))
+        return {
+            "programs": [program.to_dict(*key) for key, program in copies],
+            "other_programs": other_programs,
+            "since": self.since,
+        }
