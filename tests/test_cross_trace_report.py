@@ -105,8 +105,9 @@ def _wide_traces(path: Path, traces: int, children: int) -> Path:
             spans.append({"traceId": trace_id, "spanId": f"{t + 1:08x}{c + 1:08x}", "parentSpanId": root["spanId"],
                           "name": f"execute_tool step_{c}", "kind": 1, "startTimeUnixNano": str(start),
                           "endTimeUnixNano": str(start + 900_000),
-                          "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
-                                         {"key": "gen_ai.tool.name", "value": {"stringValue": f"step_{c}"}}]})  # fmt: skip
+                          "attributes": [
+                              {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                              {"key": "gen_ai.tool.name", "value": {"stringValue": f"step_{c}"}}]})  # fmt: skip
     path.write_text(json.dumps(otlp_document(spans)), encoding="utf-8")
     return path
 
