@@ -38,6 +38,8 @@ DESCRIPTION = (
     "operations, findings with the number of traces they occur in), then shows the slowest traces in detail. "
     "Instead of files, the traces can be read from Jaeger, Tempo or Phoenix (--jaeger, --tempo, --phoenix: "
     "see 'reading from a trace store' below). "
+    "With --prometheus URL, the LLM calls also get the load of the inference server (vLLM, SGLang) that "
+    "Prometheus recorded while they ran. "
     "A file that "
     "cannot be read is reported on standard error and the others are still analysed; the "
     f"exit code is then {EXIT_BAD_INPUT}. {budgets.EXIT_CODES_HELP}"
@@ -78,6 +80,7 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
     arguments.add_progress_option(analyze)
     arguments.add_workers_option(analyze)
     sources.add_store_options(analyze)
+    sources.add_prometheus_options(analyze)
     analyze.add_argument(
         "--on-disk",
         action=argparse.BooleanOptionalAction,
