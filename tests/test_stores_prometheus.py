@@ -52,10 +52,13 @@ def test_anything_but_label_matchers_is_refused(selector: str) -> None:
 
 
 def test_each_name_is_one_query_per_server_and_model() -> None:
-    assert query("vllm:num_requests_running", "sum") == "sum by (instance, model_name) (vllm:num_requests_running)"
+    assert (
+        query("vllm:num_requests_running", "sum")
+        == 'sum by (instance, model_name) ({__name__=~"vllm[:_]num_requests_running"})'
+    )
     assert (
         query("vllm:kv_cache_usage_perc", "max", 'job="vllm"')
-        == 'max by (instance, model_name) (vllm:kv_cache_usage_perc{job="vllm"})'
+        == 'max by (instance, model_name) ({__name__=~"vllm[:_]kv_cache_usage_perc", job="vllm"})'
     )
     names = [name for metric in LOAD_METRICS for name in metric.names]
     assert len(names) == len(set(names)) == 13
@@ -216,8 +219,8 @@ def test_the_queries_cover_the_traces_and_carry_the_selector_and_headers(
     assert capsys.readouterr().out == captured.out
     assert len(server.requests) == 13
     asked = sorted(request.params["query"][0] for request in server.requests)
-    assert asked[0] == 'max by (instance, model_name) (sglang:token_usage{job="vllm"})'
-    assert all('{job="vllm"}' in text for text in asked)
+    assert asked[0] == 'max by (instance, model_name) ({__name__=~"sglang[:_]token_usage", job="vllm"})'
+    assert all(text.endswith(', job="vllm"})') for text in asked)
     starts = {float(request.params["start"][0]) for request in server.requests}
     ends = {float(request.params["end"][0]) for request in server.requests}
     assert len(starts) == len(ends) == 1

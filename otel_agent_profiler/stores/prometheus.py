@@ -19,7 +19,8 @@ The metrics, vLLM's name first, then SGLang's (``python/sglang/srt/metrics/colle
   prefill batch, so it is not used);
 * preemptions: ``vllm:num_preemptions_total``, ``sglang:num_retracted_requests_total``.
 
-Series of one server that differ in other labels (``model_name``, an engine or data-parallel
+Each name is also read with an underscore for its colon (see :func:`query`). Series of one
+server that differ in other labels (``model_name``, an engine or data-parallel
 rank) are added up in the query, except KV-cache use, where the fullest one counts.
 """
 
@@ -100,9 +101,14 @@ def label_matchers(selector: str) -> str:
 
 
 def query(name: str, aggregation: str, matchers: str = "") -> str:
-    """The PromQL of one metric name: its series per server (``instance``) and model, combined."""
-    selector = f"{name}{{{matchers}}}" if matchers else name
-    return f"{aggregation} by (instance, model_name) ({selector})"
+    """The PromQL of one metric name: its series per server (``instance``) and model, combined.
+
+    The name matches with its colon or an underscore in its place: prometheus_client (0.26) writes
+    ``vllm_num_requests_running`` in the OpenMetrics format that Prometheus asks for first.
+    """
+    spellings = name.replace(":", "[:_]")
+    selector = f'__name__=~"{spellings}"' + (f", {matchers}" if matchers else "")
+    return f"{aggregation} by (instance, model_name) ({{{selector}}})"
 
 
 @dataclass(frozen=True)
