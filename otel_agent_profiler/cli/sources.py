@@ -200,8 +200,7 @@ def add_prometheus_options(parser: argparse.ArgumentParser) -> None:
             "requests, KV-cache use, prefix-cache hits, preemptions) from the Prometheus that scraped them, "
             "and attach the load each LLM call met to it (one server per 'instance' label; with several, the one "
             "whose 'model_name' is the call's model). Uses $"
-            f"{OTEL_AGENT_PROFILER_SOURCE_HEADERS}, --ca-bundle and --timeout as a trace store does; "
-            "not with --on-disk"
+            f"{OTEL_AGENT_PROFILER_SOURCE_HEADERS}, --ca-bundle and --timeout as a trace store does"
         ),
     )
     group.add_argument("--prometheus", metavar="URL", help="Prometheus's HTTP API, e.g. http://localhost:9090")
