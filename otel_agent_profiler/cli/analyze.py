@@ -37,6 +37,8 @@ DESCRIPTION = (
     "operations, findings with the number of traces they occur in), then shows the slowest traces in detail. "
     "Instead of files, the traces can be read from Jaeger, Tempo or Phoenix (--jaeger, --tempo, --phoenix: "
     "see 'reading from a trace store' below). "
+    "With --prometheus URL, the LLM calls also get the load of the inference server (vLLM, SGLang) that "
+    "Prometheus recorded while they ran. "
     "A file that "
     "cannot be read is reported on standard error and the others are still analysed; the "
     f"exit code is then {EXIT_BAD_INPUT}. {budgets.EXIT_CODES_HELP}"
@@ -92,6 +94,7 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
     arguments.add_progress_option(analyze)
     arguments.add_workers_option(analyze)
     sources.add_store_options(analyze)
+    sources.add_prometheus_options(analyze)
     analyze.add_argument(
         "--on-disk",
         action=argparse.BooleanOptionalAction,
@@ -177,24 +180,23 @@ def run(args: argparse.Namespace) -> int:
     if from_store and args.on_disk:
         error("--on-disk reads trace files; traces fetched from a store are profiled in memory")
         return EXIT_BAD_INPUT
-    if not from_store and on_disk_wanted(files, args.on_disk):
-        # Imported here: the on-disk path uses this module's encoding of a trace.
-        from .analyze_on_disk import run_on_disk
+    # Imported here: the on-disk path uses this module's encoding of a trace.
+    from .analyze_on_disk import refused_option, run_held, run_on_disk
 
+    if not from_store and on_disk_wanted(files, args.on_disk):
         with cyclic_gc_paused():
             return run_on_disk(args, files, prices, folder_problems, progress)
+
     # The collector stays paused to the end: the profiles live until then, and it would only
     # traverse them again and again; what dies on the way (trace dicts, lines) dies young.
     with cyclic_gc_paused():
-        if from_store or args.format != "text" or args.prefix_cache or args.what_if:
+        if from_store or args.format != "text" or refused_option(args) is not None:
             loaded = sources.load(args, files, prices=prices, progress=progress, on_error_line=error)
         else:
             trace_files, error_lines = read_trace_files(files, progress=progress, on_error_line=error)
             if len({record.trace_id for file in trace_files for record in file.records}) > MANY_TRACES:
-                # The text report of many traces: only their totals and findings are kept, so the
-                # workers profile them too, a shard at a time, as on disk.
-                from .analyze_on_disk import run_held
-
+                # The text report of many traces keeps only their totals and findings: the workers
+                # profile them too, a shard at a time, as on disk.
                 return run_held(args, trace_files, error_lines, prices, folder_problems, progress)
             loaded = profile_read_files(trace_files, error_lines, prices=prices, progress=progress, on_error_line=error)
         if loaded is None:

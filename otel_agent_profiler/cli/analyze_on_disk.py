@@ -66,6 +66,8 @@ def refused_option(args: argparse.Namespace) -> str | None:
     """The option ``analyze`` cannot honour on disk, if one was given."""
     if args.prefix_cache:
         return "--prefix-cache"
+    if getattr(args, "prometheus", None):
+        return "--prometheus"
     if args.what_if and args.format == "text":
         return "--what-if with the text report"
     return None

@@ -34,6 +34,8 @@ DESCRIPTION = (
     "tool calls and the most frequent call sequences. "
     "Instead of files, the traces can be read from Jaeger, Tempo or Phoenix (--jaeger, --tempo, --phoenix: "
     "see 'reading from a trace store' below). "
+    "With --prometheus URL, the LLM calls also get the load of the inference server (vLLM, SGLang) that "
+    "Prometheus recorded while they ran. "
     "A file that cannot be read is reported on standard "
     f"error and the others are still used; the exit code is then {EXIT_BAD_INPUT}. {budgets.EXIT_CODES_HELP}"
 )
@@ -77,6 +79,7 @@ def add_arguments(report: argparse.ArgumentParser) -> None:
     arguments.add_workers_option(report)
     arguments.add_progress_option(report, while_="while reading and profiling")
     sources.add_store_options(report)
+    sources.add_prometheus_options(report)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,6 +2,7 @@
 
 The store options build a ``stores.StoreQuery``; ``diff`` takes the same query as one argument per
 side (:func:`parse_side`). A wrong combination is one line on standard error and exit code 2.
+``--prometheus`` adds the inference servers' load that Prometheus recorded to the LLM calls.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..plugin.environment_variables import OTEL_AGENT_PROFILER_SOURCE_HEADERS
 from ..report.progress import Progress, progress_enabled
 from ..stores.query import DEFAULT_LIMIT, JAEGER, PHOENIX, STORES, TEMPO, StoreQuery
 from . import arguments
-from .arguments import error
+from .arguments import PROG, error
 
 if TYPE_CHECKING:
     # The HTTP library takes a tenth of a second to import: only a command reading a store pays for it.
@@ -190,6 +191,46 @@ def add_store_options(parser: argparse.ArgumentParser, *, with_store: bool = Tru
     )
 
 
+def add_prometheus_options(parser: argparse.ArgumentParser) -> None:
+    """``--prometheus URL`` and ``--prometheus-match SELECTOR``: the inference servers' load from Prometheus."""
+    group = parser.add_argument_group(
+        "the inference server's load, from Prometheus",
+        (
+            "for the time the traces cover, read the load series of vLLM or SGLang servers (running and waiting "
+            "requests, KV-cache use, prefix-cache hits, preemptions) from the Prometheus that scraped them, "
+            "and attach the load each LLM call met to it (one server per 'instance' label; with several, the one "
+            "whose 'model_name' is the call's model). Uses $"
+            f"{OTEL_AGENT_PROFILER_SOURCE_HEADERS}, --ca-bundle and --timeout as a trace store does"
+        ),
+    )
+    group.add_argument("--prometheus", metavar="URL", help="Prometheus's HTTP API, e.g. http://localhost:9090")
+    group.add_argument(
+        "--prometheus-match",
+        metavar="SELECTOR",
+        help="label matchers added to every query, e.g. '{job=\"vllm\"}' (default: every series of those names)",
+    )
+
+
+def _check_prometheus(args: argparse.Namespace) -> None:
+    """Check ``--prometheus`` and ``--prometheus-match``; raises ``ValueError`` (one line) for a wrong one."""
+    url, selector = getattr(args, "prometheus", None), getattr(args, "prometheus_match", None)
+    args.prometheus_matchers = ""
+    if selector is not None and not url:
+        raise ValueError("--prometheus-match narrows --prometheus: give --prometheus URL")
+    if not url:
+        return
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"--prometheus: {url!r} is not an http:// or https:// URL")
+    if selector is not None:
+        from ..stores.prometheus import label_matchers
+
+        try:
+            args.prometheus_matchers = label_matchers(selector)
+        except ValueError as exc:
+            raise ValueError(f"--prometheus-match: {exc}") from None
+
+
 def _store_of(args: argparse.Namespace) -> tuple[str, str] | None:
     for store in STORES:
         url = getattr(args, store, None)
@@ -265,7 +306,8 @@ def query_of(
 def offline_inputs(args: argparse.Namespace) -> tuple[list[str], PriceTable, list[str]] | None:
     """:func:`arguments.offline_inputs`, after checking that files or a store are given (not both).
 
-    The store query, if any, is left in ``args.store_query``. A wrong combination of options is a
+    The store query, if any, is left in ``args.store_query``, the label matchers of
+    ``--prometheus-match`` in ``args.prometheus_matchers``. A wrong combination of options is a
     usage error (``SystemExit``); None, with the error line printed, for unusable headers.
     """
     args.store_query = None
@@ -281,9 +323,10 @@ def offline_inputs(args: argparse.Namespace) -> tuple[list[str], PriceTable, lis
             if args.files:
                 raise ValueError(f"read trace files or --{store[0]}, not both")
             args.store_query = query_of(store[0], store[1], vars(args))
+        _check_prometheus(args)
     except ValueError as exc:
         args.usage_error(str(exc))
-    if args.store_query is not None:
+    if args.store_query is not None or getattr(args, "prometheus", None):
         try:
             _settings(args)
         except ValueError as exc:
@@ -336,8 +379,25 @@ def load(
     None, with the error line printed, when the store could not be read or the saved file written.
     """
     query: StoreQuery | None = getattr(args, "store_query", None)
-    if query is None:
-        return load_profiles(files, prices=prices, progress=progress, on_error_line=on_error_line)
+    loaded = (
+        load_profiles(files, prices=prices, progress=progress, on_error_line=on_error_line)
+        if query is None
+        else _fetched(args, query, prices=prices, progress=progress, on_error_line=on_error_line)
+    )
+    if loaded is not None and getattr(args, "prometheus", None) and not _with_backend_load(args, loaded, progress):
+        return None
+    return loaded
+
+
+def _fetched(
+    args: argparse.Namespace,
+    query: StoreQuery,
+    *,
+    prices: PriceTable,
+    progress: Progress | None,
+    on_error_line: Callable[[str], None] | None,
+) -> LoadedProfiles | None:
+    """Profiles of the traces ``query`` names; None, with the error line printed, as :func:`load` says."""
     # A fetch shows its bar when standard error is a terminal, also in a command without --progress.
     shown = progress if progress is not None else Progress(progress_enabled(None))
     trace_files = fetch(query, args, shown)
@@ -354,6 +414,49 @@ def load(
     loaded = profile_trace_files(trace_files, prices=prices, progress=loading, on_error_line=on_error_line)
     shown.close()
     return loaded
+
+
+def _with_backend_load(args: argparse.Namespace, loaded: LoadedProfiles, progress: Progress | None) -> bool:
+    """Attach the load Prometheus recorded to the LLM calls; False, with the error line printed, if it failed.
+
+    Prometheus without the servers' series is not an error: a note says so and the analysis goes on.
+    """
+    from ..stores.http import StoreError
+    from ..stores.prometheus import attach_prometheus_load
+
+    shown = progress if progress is not None else Progress(progress_enabled(None))
+    try:
+        found = attach_prometheus_load(
+            loaded.profiles,
+            args.prometheus,
+            matchers=args.prometheus_matchers,
+            settings=_settings(args),
+            progress=shown,
+        )
+    except (StoreError, ValueError) as exc:
+        shown.close()
+        error(str(exc))
+        return False
+    shown.close()
+    if found.windows and not found.servers:
+        first, last = found.windows[0], found.windows[-1]
+        selector = f"{{{args.prometheus_matchers}}}" if args.prometheus_matchers else ""
+        print(
+            f"{PROG}: note: no inference-server metrics in Prometheus for {_utc(first.start_ns)} to "
+            f"{_utc(last.end_ns)} (vllm: or sglang: series{selector}); the LLM calls have no backend load",
+            file=sys.stderr,
+        )
+    elif found.servers and not found.attached:
+        print(
+            f"{PROG}: note: Prometheus has the load of {len(found.servers)} inference servers, but none of the "
+            f"{found.llm_calls} LLM calls could be matched to one (by the 'model_name' label)",
+            file=sys.stderr,
+        )
+    return True
+
+
+def _utc(time_ns: int) -> str:
+    return datetime.fromtimestamp(time_ns // _NS_PER_S, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # diff's sides.

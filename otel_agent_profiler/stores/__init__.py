@@ -5,4 +5,5 @@ answer as a trace file is read (``adapters.files``), so ``offline.profile_trace_
 them exactly as it profiles the same traces read from a file. One module per store; ``http``
 holds what they share (headers, TLS, timeouts, retries, bounded concurrency). Only ``query``
 is free of the HTTP library, which the command line imports when a store is read.
+``prometheus`` reads the inference servers' load back from Prometheus, for the LLM calls.
 """

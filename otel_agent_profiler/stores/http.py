@@ -11,7 +11,7 @@ import contextlib
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -145,11 +145,20 @@ class StoreHttp:
     def url(self, path: str) -> str:
         return f"{self.base_url}{path}"
 
-    def get_json(self, path: str, params: Sequence[tuple[str, str]] = (), *, missing_ok: bool = False) -> Any:
+    def get_json(
+        self,
+        path: str,
+        params: Sequence[tuple[str, str]] = (),
+        *,
+        missing_ok: bool = False,
+        json_errors: Collection[int] = (),
+    ) -> Any:
         """The decoded JSON answer to ``GET base_url + path``; None for a 404 when ``missing_ok``.
 
-        Raises :class:`StoreError` when the store cannot be reached, refuses, fails after the
-        retries or answers something that is not JSON.
+        An answer whose status is in ``json_errors`` and whose body is JSON is returned as a 200's
+        is: the API explains the error in it (Prometheus's ``{"status": "error", ...}``). Raises
+        :class:`StoreError` when the store cannot be reached, refuses, fails after the retries or
+        answers something that is not JSON.
         """
         url = self.url(path)
         settings = self.settings
@@ -174,7 +183,7 @@ class StoreHttp:
             if status in RETRIED_STATUSES and attempt < settings.retries:
                 time.sleep(self._wait_s(attempt, answer.headers.get("Retry-After")))
                 continue
-            return self._decoded(answer, url, missing_ok, attempt)
+            return self._decoded(answer, url, missing_ok, attempt, json_errors)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _wait_s(self, attempt: int, retry_after: str | None) -> float:
@@ -186,11 +195,16 @@ class StoreHttp:
                 wait = float(retry_after)
         return float(max(0.0, min(wait, settings.max_backoff_s)))
 
-    def _decoded(self, answer: requests.Response, url: str, missing_ok: bool, attempt: int) -> Any:
+    def _decoded(
+        self, answer: requests.Response, url: str, missing_ok: bool, attempt: int, json_errors: Collection[int] = ()
+    ) -> Any:
         status = answer.status_code
         where = f"{self.store} at {self.base_url}"
         if status == 404 and missing_ok:
             return None
+        if status in json_errors:
+            with contextlib.suppress(msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+                return msgspec.json.decode(answer.content)
         if status in (401, 403):
             return _fail(
                 f"{where}: {status} {answer.reason or 'Unauthorized'}; check the credentials in "
