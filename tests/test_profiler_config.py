@@ -115,6 +115,7 @@ CASES: dict[str, OptionCase] = {
         ["ftp://vllm/metrics"],
         "vllm:8000",
     ),
+    "backend_metrics_interval_s": OptionCase(0.25, 0.25, "0.1", 0.1, 1.0, 0, "often"),
 }
 
 

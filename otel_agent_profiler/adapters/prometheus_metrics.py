@@ -60,6 +60,8 @@ class MetricsTextError(ValueError):
 def load_sample_from_text(text: str, source: str, time_ns: int) -> LoadSample:
     """The load in one scrape of ``source``'s ``/metrics``, taken at ``time_ns`` (Unix epoch ns).
 
+    A series the server declares but has no value for yet stays None in the sample.
+
     Raises:
         MetricsTextError: the text cannot be parsed, or names no vLLM or SGLang load series.
     """
@@ -69,10 +71,13 @@ def load_sample_from_text(text: str, source: str, time_ns: int) -> LoadSample:
 
     values: dict[str, list[float]] = {}
     models: dict[str, None] = {}
+    declared = False
     try:
         for family in text_string_to_metric_families(text):
+            # A labelled series has no sample until its first value (vLLM's before the first request).
+            declared = declared or _base_name(family.name) in _FIELD_OF
             for sample in family.samples:
-                name = sample.name[: -len("_total")] if sample.name.endswith("_total") else sample.name
+                name = _base_name(sample.name)
                 if name not in _FIELD_OF or not math.isfinite(sample.value):
                     continue
                 values.setdefault(name, []).append(sample.value)
@@ -86,12 +91,16 @@ def load_sample_from_text(text: str, source: str, time_ns: int) -> LoadSample:
         found = next((values[name] for name in names if name in values), None)
         if found is not None:
             fields[field] = _combine(field, found)
-    if not fields:
+    if not fields and not declared:
         raise MetricsTextError(
             "no vLLM or SGLang load metrics in it (looked for vllm:num_requests_running, "
             "sglang:num_running_reqs and the like)"
         )
     return LoadSample(time_ns=time_ns, source=source, models=tuple(models), **fields)
+
+
+def _base_name(name: str) -> str:
+    return name[: -len("_total")] if name.endswith("_total") else name
 
 
 def _combine(field: str, values: Iterable[float]) -> float:

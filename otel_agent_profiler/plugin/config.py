@@ -40,6 +40,7 @@ class ProfilerConfig:
     max_buffer_bytes: int = 256 * 1024 * 1024
     shutdown_timeout_s: float = 30.0
     backend_metrics: tuple[str, ...] = ()
+    backend_metrics_interval_s: float = 1.0
 
     def classifier(self) -> Classifier:
         return make_classifier(self.category_overrides)
@@ -154,6 +155,7 @@ _OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "max_buffer_bytes": (env.OTEL_AGENT_PROFILER_MAX_BUFFER_BYTES, _parse_positive_int),
     "shutdown_timeout_s": (env.OTEL_AGENT_PROFILER_SHUTDOWN_TIMEOUT, _parse_positive_float),
     "backend_metrics": (env.OTEL_AGENT_PROFILER_BACKEND_METRICS, _parse_metrics_urls),
+    "backend_metrics_interval_s": (env.OTEL_AGENT_PROFILER_BACKEND_METRICS_INTERVAL, _parse_positive_float),
 }
 
 #: The option names ``resolve_config`` accepts.

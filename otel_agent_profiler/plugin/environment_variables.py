@@ -62,6 +62,10 @@ application runs, and every LLM call gets the load its server showed while it ra
 running and waiting, KV-cache use, prefix-cache hit rate, preemptions), as
 ``agent_profiler.backend.*`` attributes. A URL that is not http(s) is logged and left out."""
 
+OTEL_AGENT_PROFILER_BACKEND_METRICS_INTERVAL = "OTEL_AGENT_PROFILER_BACKEND_METRICS_INTERVAL"
+"""Seconds between polls of ``OTEL_AGENT_PROFILER_BACKEND_METRICS`` (default 1). Shorter describes
+short calls better; each poll is one HTTP request per server."""
+
 OTEL_AGENT_PROFILER_SOURCE_HEADERS = "OTEL_AGENT_PROFILER_SOURCE_HEADERS"
 """Headers the offline commands send to a trace store (``--jaeger``, ``--tempo``, ``--phoenix``), as
 ``key=value`` pairs separated by commas with percent-encoded values, like ``OTEL_EXPORTER_OTLP_HEADERS``:

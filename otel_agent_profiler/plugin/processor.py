@@ -84,7 +84,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             (``max_traces``, ``max_spans_per_trace``, ``trace_timeout_s``, ``sample_rate``,
             ``category_overrides``, ``prices``, ``metrics_enabled``, ``enrich_spans``,
             ``console_report``, ``max_operations``, ``max_buffer_bytes``, ``shutdown_timeout_s``,
-            ``backend_metrics``); unset ones come from the
+            ``backend_metrics``, ``backend_metrics_interval_s``); unset ones come from the
             ``OTEL_AGENT_PROFILER_*`` environment variables, then the defaults.
 
     Raises:
@@ -119,7 +119,9 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         # The inference servers' metrics, polled from now on so that the first calls find samples.
         self.backend_poller: BackendPoller | None = None
         if self.config.backend_metrics:
-            self.backend_poller = BackendPoller(self.config.backend_metrics).start()
+            self.backend_poller = BackendPoller(
+                self.config.backend_metrics, interval_s=self.config.backend_metrics_interval_s
+            ).start()
         self._init_runtime_state()
         if self.config.console_report:
             # The SDK shuts its provider down at exit; this covers providers that do not.

@@ -136,8 +136,10 @@ def _backend_load(profile: TraceProfile) -> list[str]:
     if summary is None:
         return []
     parts = []
-    if summary.waiting_max is not None:
+    if summary.waiting_max:
         parts.append(f"up to {plural(round(summary.waiting_max), 'waiting request')} on the server")
+    elif summary.waiting_max is not None:
+        parts.append("no waiting requests on the server")
     if summary.running_mean is not None:
         parts.append(f"{summary.running_mean:.1f} running on average")
     if summary.kv_cache_usage_max is not None:
