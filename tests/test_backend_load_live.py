@@ -234,3 +234,21 @@ def test_serve_polls_the_server_and_profiles_show_the_load_of_each_call() -> Non
     assert all(s["backend_load"]["source"] == argv[-1] for s in calls)
     assert max(s["backend_load"]["waiting_max"] for s in calls) >= 1
     assert document["backend_load"]["calls"] == 4
+
+
+def test_serve_takes_backend_metrics_urls_and_refuses_a_bad_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from otel_agent_profiler import cli
+
+    args = cli._build_parser().parse_args(
+        ["serve", "--backend-metrics", "http://vllm:8000/metrics", "--backend-metrics", " https://sglang/metrics "]
+    )
+    assert args.backend_metrics == ["http://vllm:8000/metrics", "https://sglang/metrics"]
+    assert cli._build_parser().parse_args(["serve"]).backend_metrics == []
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["serve", "--backend-metrics", "vllm:8000"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--backend-metrics: not an http(s) URL" in err
+    with pytest.raises(SystemExit):
+        cli.main(["serve", "--help"])
+    assert "--backend-metrics URL" in capsys.readouterr().out

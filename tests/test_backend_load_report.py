@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from span_builders import CLIENT, SERVER, by_name, profile, span
 from test_call_anatomy import server_attributes
 
@@ -136,3 +137,18 @@ def write_page(path: Path) -> Path:
     trace = loaded_trace()
     path.write_text(render_html([trace], {trace.trace_id: find_all(trace)}), encoding="utf-8")
     return path
+
+
+@pytest.mark.e2e
+def test_the_page_draws_the_load_track_in_a_real_browser(tmp_path: Path) -> None:
+    from test_html_report_browser import _dump_dom
+
+    page = write_page(tmp_path / "report.html")
+    dom = _dump_dom(page.as_uri())
+    track = re.search(r'<svg[^>]*class="load-track".*?</svg>', dom, re.S)
+    assert track is not None, "the page's script drew no load track"
+    assert 'class="waiting"' in track[0] and 'class="running"' in track[0]
+    assert SOURCE in track[0] and "server load (0 to 2)" in track[0]
+    # Each queued call's bar says how many requests it met waiting, and its tooltip says the rest.
+    assert ">2.00 s · 2 waiting</text>" in dom.split('id="waterfall-bars"', 1)[1]
+    assert "server load: 1.0 running · up to 2 waiting · KV cache 10%" in dom
