@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=(
             "make the local server behave like vLLM (requests queue; it exports llm_request server spans "
-            "continuing the agent's trace) and report each LLM call's queue, prefill, decode and other time"
+            "continuing the agent's trace; the agent's profiler polls its /metrics) and report each LLM call's "
+            "queue, prefill, decode and other time, and the load the server showed"
         ),
     )
     parser.add_argument(
