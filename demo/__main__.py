@@ -12,7 +12,9 @@ With ``--server-spans`` the local server behaves like vLLM (``demo.vllm_like``):
 is instrumented, so each request carries ``traceparent``). The fanned-out tools each ask the model
 to summarise what they found. The agent's spans and the server's go to a receiver in this
 process, and the report printed at the end splits every LLM call into queue, prefill, decode
-and other.
+and other. The agent's profiler polls the server's ``/metrics``
+(``OTEL_AGENT_PROFILER_BACKEND_METRICS``), so each call also carries the load the server showed
+while it ran, and the report says what the calls met.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=(
             "make the local server behave like vLLM (requests queue; it exports llm_request server spans "
-            "continuing the agent's trace) and report each LLM call's queue, prefill, decode and other time"
+            "continuing the agent's trace; the agent's profiler polls its /metrics) and report each LLM call's "
+            "queue, prefill, decode and other time, and the load the server showed"
         ),
     )
     parser.add_argument(
@@ -152,9 +155,14 @@ def _run_with_server_spans(time_scale: float, max_running: int) -> int:
             with FakeOpenAIServer(time_scale=time_scale, vllm_like=vllm) as server:
                 env["OPENAI_BASE_URL"] = server.base_url
                 env.setdefault("OPENAI_API_KEY", "demo")
+                metrics_url = f"http://127.0.0.1:{server.port}/metrics"
+                # The agent's profiler polls the server's metrics: each call gets the load it met.
+                env["OTEL_AGENT_PROFILER_BACKEND_METRICS"] = metrics_url
+                # Ten times a second: the demo's calls last a fraction of a second each.
+                env.setdefault("OTEL_AGENT_PROFILER_BACKEND_METRICS_INTERVAL", "0.1")
                 print(
                     f"vLLM-like server at {server.base_url} ({max_running} running at once; "
-                    f"metrics at http://127.0.0.1:{server.port}/metrics)",
+                    f"metrics at {metrics_url}, polled by the agent's profiler)",
                     file=sys.stderr,
                 )
                 print(f"agent and server spans go to {receiver.endpoint}/v1/traces", file=sys.stderr)

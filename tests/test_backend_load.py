@@ -104,3 +104,49 @@ def test_attach_sets_the_load_on_counted_llm_calls_only() -> None:
     load = spans["call"].backend_load
     assert load is not None and load.waiting_max == 5 and load.samples == 3
     assert spans["server"].backend_load is None and spans["tool"].backend_load is None
+
+
+def test_a_servers_hit_rate_gauge_is_averaged_over_the_call_when_it_has_no_counters() -> None:
+    samples = [_sample(0, prefix_cache_hit_rate=0.2), _sample(1, prefix_cache_hit_rate=0.6), _sample(2)]
+    load = load_during(samples, round(0.5 * S), round(1.5 * S))
+    assert load is not None and load.prefix_cache_hit_rate == (0.2 + 0.6) / 2
+
+
+def test_a_call_finds_its_server_by_the_model_family() -> None:
+    history = LoadHistory()
+    history.add(LoadSample(time_ns=0, source="a", running=1, models=("gpt-4o-mini",)))
+    history.add(LoadSample(time_ns=0, source="b", running=2, models=("llama",)))
+    load = history.load_during(0, S, model="gpt-4o-mini-2024-07-18")
+    assert load is not None and load.source == "a"
+
+
+def test_recorded_attributes_are_read_back_and_bad_values_left_out() -> None:
+    from otel_agent_profiler.core.backend_load import BackendLoad, recorded_backend_load
+
+    attributes = {
+        "agent_profiler.backend.source": "http://vllm:8000/metrics",
+        "agent_profiler.backend.samples": 3,
+        "agent_profiler.backend.running": 1.5,
+        "agent_profiler.backend.waiting_max": 4.0,
+        "agent_profiler.backend.kv_cache_usage_max": "full",
+        "agent_profiler.backend.prefix_cache_hit_rate": float("nan"),
+        "agent_profiler.backend.preemptions": 2,
+    }
+    assert recorded_backend_load(attributes) == BackendLoad(
+        source="http://vllm:8000/metrics", samples=3, running_mean=1.5, waiting_max=4.0, preemptions=2
+    )
+    assert recorded_backend_load({"agent_profiler.backend.samples": True}) is None
+    assert recorded_backend_load({}) is None
+
+
+def test_attach_keeps_a_recorded_load_the_history_does_not_describe() -> None:
+    from span_builders import CLIENT, by_name, profile, span
+
+    from otel_agent_profiler.core.backend_load import attach_backend_load
+
+    llm = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "agent_profiler.backend.samples": 2,
+           "agent_profiler.backend.waiting_max": 3.0}  # fmt: skip
+    trace = profile([span("call", None, 100 * S, 101 * S, CLIENT, attributes=llm)])
+    assert attach_backend_load(trace, LoadHistory()) == 0
+    load = by_name(trace)["call"].backend_load
+    assert load is not None and load.waiting_max == 3.0 and trace.backend_samples == []

@@ -92,3 +92,6 @@ def test_demo_with_server_spans_splits_llm_calls_and_shows_queueing_when_tools_f
     # The three tools ask the model at once and the server runs one request at a time: they queue.
     assert phases["queue"] > 30, report
     assert "llm_request" in report
+    # The agent's profiler polled the server's /metrics: the calls carry its load, read back from their spans.
+    assert "polled by the agent's profiler" in report
+    assert re.search(r"^Server load: \d+ LLM calls met ", report, re.M), report

@@ -291,8 +291,9 @@ def test_attribute_types_match_the_documented_table(pipeline: Callable[..., Pipe
             assert _TYPES[kind](value), f"{key}={value!r} is not a {kind}"
             seen.add(key)
     # Every documented attribute shows up on this trace (it has streaming, prices, a bottleneck),
-    # but the LLM phases, which need an inference server's span (tests/test_call_anatomy_live.py).
-    assert seen == set(documented) - set(attr.LLM_PHASE_ATTRIBUTES)
+    # but the LLM phases, which need an inference server's span (tests/test_call_anatomy_live.py),
+    # and the server's load, which needs its metrics polled (tests/test_backend_load_live.py).
+    assert seen == set(documented) - set(attr.LLM_PHASE_ATTRIBUTES) - set(attr.BACKEND_ATTRIBUTES)
 
 
 def test_every_span_has_the_span_attributes_and_only_roots_the_totals(pipeline: Callable[..., Pipeline]) -> None:
@@ -304,6 +305,7 @@ def test_every_span_has_the_span_attributes_and_only_roots_the_totals(pipeline: 
         attr.COST_USD,
         attr.CONTEXT_WINDOW_USE,
         *attr.LLM_PHASE_ATTRIBUTES,
+        *attr.BACKEND_ATTRIBUTES,
     }
     required_root = set(attr.ROOT_ATTRIBUTES) - {attr.TRACE_COST_USD, attr.TRACE_CRITICAL_PATH_COST_USD}
     for span in exported.values():

@@ -333,6 +333,7 @@ def test_only_non_root_spans_lack_trace_totals(make_rig: Callable[..., Rig]) -> 
             attr.COST_USD,
             attr.CONTEXT_WINDOW_USE,
             *attr.LLM_PHASE_ATTRIBUTES,
+            *attr.BACKEND_ATTRIBUTES,
         }
         assert required_span_keys <= keys
         if span.parent is None:

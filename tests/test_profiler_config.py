@@ -105,6 +105,17 @@ CASES: dict[str, OptionCase] = {
     "max_operations": OptionCase(3, 3, "9", 9, 100, True, "0"),
     "max_buffer_bytes": OptionCase(1_000_000, 1_000_000, "5000000", 5_000_000, 256 * 1024 * 1024, -1, "lots"),
     "shutdown_timeout_s": OptionCase(2.5, 2.5, "10", 10.0, 30.0, float("inf"), "0"),
+    # Port 9 (discard) on this machine: nothing answers, so the pollers these cases start only count failures.
+    "backend_metrics": OptionCase(
+        ["http://127.0.0.1:9/metrics"],
+        ("http://127.0.0.1:9/metrics",),
+        " http://127.0.0.1:9/a, https://127.0.0.1:9/b ",
+        ("http://127.0.0.1:9/a", "https://127.0.0.1:9/b"),
+        (),
+        ["ftp://vllm/metrics"],
+        "vllm:8000",
+    ),
+    "backend_metrics_interval_s": OptionCase(0.25, 0.25, "0.1", 0.1, 1.0, 0, "often"),
 }
 
 

@@ -74,6 +74,16 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def metrics_url(text: str) -> str:
+    """An inference server's Prometheus endpoint: an http(s) URL with a host."""
+    from ..live.backend_poller import check_metrics_url
+
+    try:
+        return check_metrics_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def prices(text: str) -> PriceTable:
     """A price table: JSON text or the path of a JSON file (the format of OTEL_AGENT_PROFILER_PRICES)."""
     try:

@@ -8,7 +8,7 @@ import errno
 import logging
 import os
 
-from .arguments import EXIT_BAD_INPUT, error, non_negative_float, port, positive_int
+from .arguments import EXIT_BAD_INPUT, error, metrics_url, non_negative_float, port, positive_int
 
 #: Where ``serve`` takes its bearer token from when --bearer-token-file is not given.
 TOKEN_ENV = "OTEL_AGENT_PROFILER_SERVE_TOKEN"
@@ -140,6 +140,17 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
             f"(401 / UNAUTHENTICATED otherwise). Default: ${TOKEN_ENV}; without either, no token is required"
         ),
     )
+    serve.add_argument(
+        "--backend-metrics",
+        action="append",
+        type=metrics_url,
+        default=[],
+        metavar="URL",
+        help="an inference server's Prometheus endpoint (vLLM or SGLang), e.g. http://vllm:8000/metrics; "
+        "polled every second, and each LLM call gets the load the server showed while it ran (requests "
+        "running and waiting, KV-cache use, prefix-cache hit rate, preemptions) as agent_profiler.backend.* "
+        "attributes and in /profiles. Repeat for several servers (default: none)",
+    )
 
 
 def _default_protocol() -> str:
@@ -195,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         bearer_token=token,
+        backend_metrics=tuple(args.backend_metrics),
     )
     try:
         return run_service(config)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from .aggregate import aggregate, mark_nested_llm_duplicates
 from .assembly import build_tree, group_by_trace
+from .backend_load import BACKEND_SAMPLES, recorded_backend_load
 from .call_anatomy import assign_call_anatomy, is_server_span
 from .categories import EMBEDDING, LLM, classify
 from .critical_path import assign_critical_path
@@ -59,6 +60,9 @@ def profile_trace(
                 ttft = time_to_first_token_ns(span.start_ns, attributes, record.events)
                 span.time_to_first_token_ns = ttft
                 span.streaming = ttft is not None or is_streaming(attributes)
+                if BACKEND_SAMPLES in attributes:
+                    # Enriched by a live profiler that polled the server: the load it met.
+                    span.backend_load = recorded_backend_load(attributes)
         else:
             span.operation = operation_of(category, record.name, attributes)
     # In build_tree's order, whatever was added since.

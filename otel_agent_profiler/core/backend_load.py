@@ -11,23 +11,43 @@ interval still gets the state it arrived into. Counters (prefix-cache hits and q
 preemptions) are differences between the last sample at or before the start and the first at or
 after the end, so with one-second polling a short call's hit rate covers the second or two
 around it, other requests included. A counter that went down (the server restarted) counts
-from zero.
+from zero. A server that publishes its recent hit rate as a gauge instead of counters (SGLang's
+``sglang:cache_hit_rate``) gets the mean of that gauge over the call's samples.
 
-Pure: samples come from an adapter (``adapters/prometheus_metrics.py``) or from a recording.
+Pure: samples come from an adapter (``adapters/prometheus_metrics.py``) or from a recording. A
+load attached live travels on the enriched LLM span as ``agent_profiler.backend.*`` attributes
+(names below); ``recorded_backend_load`` reads it back, so an exported trace analysed later
+shows the same loads.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import threading
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .categories import LLM
+from .models import model_family
+from .records import AttributeValue
 
 if TYPE_CHECKING:
-    from .profile import TraceProfile
+    from .profile import SpanProfile, TraceProfile
+
+#: The span attributes a live profiler writes on an LLM span with a load (``live/attributes.py``
+#: registers them with units), and the offline analysis reads back.
+BACKEND_SOURCE = "agent_profiler.backend.source"
+BACKEND_SAMPLES = "agent_profiler.backend.samples"
+BACKEND_RUNNING = "agent_profiler.backend.running"
+BACKEND_RUNNING_MAX = "agent_profiler.backend.running_max"
+BACKEND_WAITING = "agent_profiler.backend.waiting"
+BACKEND_WAITING_MAX = "agent_profiler.backend.waiting_max"
+BACKEND_KV_CACHE_USAGE_MAX = "agent_profiler.backend.kv_cache_usage_max"
+BACKEND_PREFIX_CACHE_HIT_RATE = "agent_profiler.backend.prefix_cache_hit_rate"
+BACKEND_PREEMPTIONS = "agent_profiler.backend.preemptions"
 
 #: Polls are about a second apart; a sample older than this before a call does not describe it.
 DEFAULT_MAX_GAP_NS = 2_500_000_000
@@ -49,6 +69,8 @@ class LoadSample:
         prefix_cache_hits: Cumulative prompt tokens found there.
         preemptions: Cumulative preemptions (requests evicted to free KV cache).
         models: The model names the server labels its series with.
+        prefix_cache_hit_rate: The server's own recent hit rate, 0 to 1, for servers that publish
+            a rate rather than hits and queries (SGLang's ``sglang:cache_hit_rate``).
     """
 
     time_ns: int
@@ -60,6 +82,7 @@ class LoadSample:
     prefix_cache_hits: float | None = None
     preemptions: float | None = None
     models: tuple[str, ...] = ()
+    prefix_cache_hit_rate: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +108,20 @@ class BackendLoad:
     kv_cache_usage_max: float | None = None
     prefix_cache_hit_rate: float | None = None
     preemptions: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The load as JSON-ready data (``backend_load`` of an LLM span in ``--format json``)."""
+        return {
+            "source": self.source,
+            "samples": self.samples,
+            "running_mean": self.running_mean,
+            "running_max": self.running_max,
+            "waiting_mean": self.waiting_mean,
+            "waiting_max": self.waiting_max,
+            "kv_cache_usage_max": self.kv_cache_usage_max,
+            "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
+            "preemptions": self.preemptions,
+        }
 
 
 def load_during(
@@ -117,6 +154,10 @@ def load_during(
     running = [s.running for s in described if s.running is not None]
     waiting = [s.waiting for s in described if s.waiting is not None]
     kv_cache = [s.kv_cache_usage for s in described if s.kv_cache_usage is not None]
+    hit_rate = min(1.0, hits / queries) if hits is not None and queries else None
+    if hit_rate is None:
+        rates = [s.prefix_cache_hit_rate for s in described if s.prefix_cache_hit_rate is not None]
+        hit_rate = sum(rates) / len(rates) if rates else None
     return BackendLoad(
         source=opening.source,
         samples=len(described),
@@ -125,7 +166,7 @@ def load_during(
         waiting_mean=sum(waiting) / len(waiting) if waiting else None,
         waiting_max=max(waiting) if waiting else None,
         kv_cache_usage_max=max(kv_cache) if kv_cache else None,
-        prefix_cache_hit_rate=(min(1.0, hits / queries) if hits is not None and queries else None),
+        prefix_cache_hit_rate=hit_rate,
         preemptions=round(preemptions) if preemptions is not None else None,
     )
 
@@ -180,19 +221,37 @@ class LoadHistory:
         with self._lock:
             histories = list(self._by_source.values())
         if len(histories) != 1:
-            histories = [h for h in histories if h and model is not None and model in h[-1].models]
+            histories = [h for h in histories if h and model is not None and _serves(h[-1], model)]
             if len(histories) != 1:
                 return None
         return load_during(list(histories[0]), start_ns, end_ns, max_gap_ns=self.max_gap_ns)
+
+    def samples_between(self, start_ns: int, end_ns: int, sources: Iterable[str]) -> list[LoadSample]:
+        """The samples of ``sources`` from ``start_ns`` to ``end_ns``, with one either side (a track's edges)."""
+        found: list[LoadSample] = []
+        for source in sources:
+            samples = self.samples(source)
+            times = [sample.time_ns for sample in samples]
+            first = max(0, bisect.bisect_left(times, start_ns) - 1)
+            found += samples[first : bisect.bisect_right(times, end_ns) + 1]
+        return found
+
+
+def _serves(sample: LoadSample, model: str) -> bool:
+    """Whether a server's series name ``model``, exactly or by family (a dated snapshot is the same model)."""
+    return model in sample.models or model_family(model) in {model_family(name) for name in sample.models}
 
 
 def attach_backend_load(profile: TraceProfile, history: LoadHistory) -> int:
     """Set ``backend_load`` on each counted LLM call of ``profile`` that ``history`` describes.
 
     The call's server is the one whose series name the call's model (snapshot first, then
-    family); with one server, that one. Returns how many calls got a load.
+    family); with one server, that one. A call ``history`` does not describe keeps a load its
+    span recorded. The samples of the servers found, over the trace's time, go to
+    ``profile.backend_samples`` (the report draws them). Returns how many calls got a load.
     """
     attached = 0
+    sources: dict[str, None] = {}
     for span in profile.spans:
         if span.category != LLM or not span.counted:
             continue
@@ -201,6 +260,98 @@ def attach_backend_load(profile: TraceProfile, history: LoadHistory) -> int:
             load = history.load_during(span.start_ns, span.end_ns, model)
             if load is not None:
                 break
-        span.backend_load = load
-        attached += load is not None
+        if load is not None:
+            span.backend_load = load
+            sources[load.source] = None
+            attached += 1
+    if sources:
+        profile.backend_samples = history.samples_between(profile.start_ns, profile.end_ns, sources)
     return attached
+
+
+def recorded_backend_load(attributes: Mapping[str, AttributeValue]) -> BackendLoad | None:
+    """The load a live profiler wrote on an LLM span (``agent_profiler.backend.*``), or None.
+
+    Values of the wrong type are left out rather than trusted; without a sample count the span
+    has no load.
+    """
+    samples = _number(attributes.get(BACKEND_SAMPLES))
+    if samples is None or samples < 1:
+        return None
+    source = attributes.get(BACKEND_SOURCE)
+    preemptions = _number(attributes.get(BACKEND_PREEMPTIONS))
+    return BackendLoad(
+        source=source if isinstance(source, str) else "",
+        samples=int(samples),
+        running_mean=_number(attributes.get(BACKEND_RUNNING)),
+        running_max=_number(attributes.get(BACKEND_RUNNING_MAX)),
+        waiting_mean=_number(attributes.get(BACKEND_WAITING)),
+        waiting_max=_number(attributes.get(BACKEND_WAITING_MAX)),
+        kv_cache_usage_max=_number(attributes.get(BACKEND_KV_CACHE_USAGE_MAX)),
+        prefix_cache_hit_rate=_number(attributes.get(BACKEND_PREFIX_CACHE_HIT_RATE)),
+        preemptions=round(preemptions) if preemptions is not None else None,
+    )
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSummary:
+    """The load a trace's LLM calls met, over the calls that have one.
+
+    Attributes:
+        calls: LLM calls with a load.
+        running_mean: Mean over the calls of their mean running requests.
+        waiting_max: Most requests any call saw waiting.
+        kv_cache_usage_max: Highest KV-cache use any call saw, 0 to 1.
+        prefix_cache_hit_rate: The calls' hit rates, weighted by their durations.
+        preemptions: Preemptions during the calls, added up (calls at the same time share theirs).
+    """
+
+    calls: int
+    running_mean: float | None
+    waiting_max: float | None
+    kv_cache_usage_max: float | None
+    prefix_cache_hit_rate: float | None
+    preemptions: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (``backend_load`` of a trace in ``--format json``)."""
+        return {
+            "calls": self.calls,
+            "running_mean": self.running_mean,
+            "waiting_max": self.waiting_max,
+            "kv_cache_usage_max": self.kv_cache_usage_max,
+            "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
+            "preemptions": self.preemptions,
+        }
+
+
+def summarize_loads(spans: Iterable[SpanProfile]) -> LoadSummary | None:
+    """What the LLM calls among ``spans`` met on their servers; None when none has a load."""
+    calls = [(span.backend_load, span.duration_ns) for span in spans if span.backend_load is not None]
+    if not calls:
+        return None
+    running = [load.running_mean for load, _ in calls if load.running_mean is not None]
+    waiting = [load.waiting_max for load, _ in calls if load.waiting_max is not None]
+    kv_cache = [load.kv_cache_usage_max for load, _ in calls if load.kv_cache_usage_max is not None]
+    rated = [(load.prefix_cache_hit_rate, ns) for load, ns in calls if load.prefix_cache_hit_rate is not None]
+    weight = sum(ns for _, ns in rated)
+    if rated and weight:
+        hit_rate: float | None = sum(rate * ns for rate, ns in rated) / weight
+    else:
+        hit_rate = sum(rate for rate, _ in rated) / len(rated) if rated else None
+    preemptions = [load.preemptions for load, _ in calls if load.preemptions is not None]
+    return LoadSummary(
+        calls=len(calls),
+        running_mean=sum(running) / len(running) if running else None,
+        waiting_max=max(waiting) if waiting else None,
+        kv_cache_usage_max=max(kv_cache) if kv_cache else None,
+        prefix_cache_hit_rate=hit_rate,
+        preemptions=sum(preemptions) if preemptions else None,
+    )

@@ -14,7 +14,7 @@ from .genai import TokenUsage
 from .records import SpanRecord
 
 if TYPE_CHECKING:
-    from .backend_load import BackendLoad
+    from .backend_load import BackendLoad, LoadSample
     from .call_anatomy import LlmPhases
 
 
@@ -198,6 +198,9 @@ class TraceProfile:
     #: The phases of the critical path's time in LLM calls that an inference server's span
     #: split (``core.call_anatomy``); None when no call has one.
     critical_path_llm_phases: LlmPhases | None = None
+    #: The inference servers' metrics sampled while the trace ran, when they were polled
+    #: (``core.backend_load.attach_backend_load``); the report draws them as a load track.
+    backend_samples: list[LoadSample] = field(default_factory=list)
 
     @property
     def duration_ns(self) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .backend_load import summarize_loads
 from .categories import CATEGORIES
 from .context_window import context_window_use
 from .profile import SpanProfile, TraceProfile
@@ -49,6 +50,7 @@ def span_to_dict(span: SpanProfile, trace_start_ns: int) -> dict[str, Any]:
         "cost_usd": span.cost_usd,
         "context_window_use": context_window_use(span),
         "llm_phases_ms": span.llm_phases.to_dict() if span.llm_phases is not None else None,
+        "backend_load": span.backend_load.to_dict() if span.backend_load is not None else None,
     }
 
 
@@ -101,6 +103,7 @@ def trace_to_dict(profile: TraceProfile, *, include_spans: bool = True) -> dict[
         "critical_path_llm_phases_ms": (
             profile.critical_path_llm_phases.to_dict() if profile.critical_path_llm_phases is not None else None
         ),
+        "backend_load": load.to_dict() if (load := summarize_loads(profile.spans)) is not None else None,
         "anomalies": [anomaly.to_dict() for anomaly in profile.anomalies],
     }
     if include_spans:

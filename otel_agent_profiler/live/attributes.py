@@ -6,6 +6,15 @@ tests, so the two never drift apart.
 
 from __future__ import annotations
 
+from ..core.backend_load import BACKEND_KV_CACHE_USAGE_MAX as BACKEND_KV_CACHE_USAGE_MAX
+from ..core.backend_load import BACKEND_PREEMPTIONS as BACKEND_PREEMPTIONS
+from ..core.backend_load import BACKEND_PREFIX_CACHE_HIT_RATE as BACKEND_PREFIX_CACHE_HIT_RATE
+from ..core.backend_load import BACKEND_RUNNING as BACKEND_RUNNING
+from ..core.backend_load import BACKEND_RUNNING_MAX as BACKEND_RUNNING_MAX
+from ..core.backend_load import BACKEND_SAMPLES as BACKEND_SAMPLES
+from ..core.backend_load import BACKEND_SOURCE as BACKEND_SOURCE
+from ..core.backend_load import BACKEND_WAITING as BACKEND_WAITING
+from ..core.backend_load import BACKEND_WAITING_MAX as BACKEND_WAITING_MAX
 from ..core.categories import CATEGORIES
 
 CATEGORY = "agent_profiler.category"
@@ -22,6 +31,19 @@ LLM_DECODE_MS = "agent_profiler.llm.decode_ms"
 LLM_OTHER_MS = "agent_profiler.llm.other_ms"
 #: Only on LLM spans with an inference server's span below them (``core.call_anatomy``).
 LLM_PHASE_ATTRIBUTES = (LLM_QUEUE_MS, LLM_PREFILL_MS, LLM_DECODE_MS, LLM_OTHER_MS)
+#: Only on LLM calls whose inference server's metrics were polled (``core.backend_load``); the
+#: names live in the core, which reads them back from exported spans.
+BACKEND_ATTRIBUTES = (
+    BACKEND_SOURCE,
+    BACKEND_SAMPLES,
+    BACKEND_RUNNING,
+    BACKEND_RUNNING_MAX,
+    BACKEND_WAITING,
+    BACKEND_WAITING_MAX,
+    BACKEND_KV_CACHE_USAGE_MAX,
+    BACKEND_PREFIX_CACHE_HIT_RATE,
+    BACKEND_PREEMPTIONS,
+)
 
 TRACE_DURATION_MS = "agent_profiler.trace.duration_ms"
 TRACE_CRITICAL_PATH_MS = "agent_profiler.trace.critical_path_ms"
@@ -59,6 +81,23 @@ SPAN_ATTRIBUTES: dict[str, tuple[str, str | None, str]] = {
     LLM_PREFILL_MS: ("double", "ms", "with a server span: time the server spent prefilling the prompt"),
     LLM_DECODE_MS: ("double", "ms", "with a server span: time the server spent decoding the output"),
     LLM_OTHER_MS: ("double", "ms", "with a server span: the rest of the call (network, client and server overhead)"),
+    BACKEND_SOURCE: (
+        "string",
+        None,
+        "LLM calls whose inference server's metrics were polled: the metrics URL the load comes from",
+    ),
+    BACKEND_SAMPLES: ("int", None, "with a server load: the metrics samples that describe the call"),
+    BACKEND_RUNNING: ("double", "{request}", "with a server load: requests running on the server, mean"),
+    BACKEND_RUNNING_MAX: ("double", "{request}", "with a server load: requests running on the server, highest"),
+    BACKEND_WAITING: ("double", "{request}", "with a server load: requests queued on the server, mean"),
+    BACKEND_WAITING_MAX: ("double", "{request}", "with a server load: requests queued on the server, highest"),
+    BACKEND_KV_CACHE_USAGE_MAX: ("double", "1", "with a server load: highest KV-cache use, 0 to 1"),
+    BACKEND_PREFIX_CACHE_HIT_RATE: (
+        "double",
+        "1",
+        "with a server load: prompt tokens found in the prefix cache ÷ those looked up, 0 to 1",
+    ),
+    BACKEND_PREEMPTIONS: ("int", None, "with a server load: requests the server preempted while the call ran"),
 }
 
 #: Attributes on each root span of a profiled trace: trace totals.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.backend_load import BackendLoad
 from ..core.categories import CATEGORIES
 from ..core.context_window import context_window_use
 from ..core.profile import SpanProfile, TraceProfile
@@ -39,6 +40,27 @@ def span_attributes(span: SpanProfile) -> dict[str, Any]:
         values[attr.LLM_PREFILL_MS] = phases.prefill_ns / _NS_PER_MS
         values[attr.LLM_DECODE_MS] = phases.decode_ns / _NS_PER_MS
         values[attr.LLM_OTHER_MS] = phases.other_ns / _NS_PER_MS
+    load = span.backend_load
+    if load is not None:
+        values.update(_load_attributes(load))
+    return values
+
+
+def _load_attributes(load: BackendLoad) -> dict[str, Any]:
+    """The server load an LLM call met; metrics the server does not publish are left out."""
+    values: dict[str, Any] = {attr.BACKEND_SOURCE: load.source, attr.BACKEND_SAMPLES: load.samples}
+    for key, value in (
+        (attr.BACKEND_RUNNING, load.running_mean),
+        (attr.BACKEND_RUNNING_MAX, load.running_max),
+        (attr.BACKEND_WAITING, load.waiting_mean),
+        (attr.BACKEND_WAITING_MAX, load.waiting_max),
+        (attr.BACKEND_KV_CACHE_USAGE_MAX, load.kv_cache_usage_max),
+        (attr.BACKEND_PREFIX_CACHE_HIT_RATE, load.prefix_cache_hit_rate),
+    ):
+        if value is not None:
+            values[key] = float(value)
+    if load.preemptions is not None:
+        values[attr.BACKEND_PREEMPTIONS] = load.preemptions
     return values
 
 

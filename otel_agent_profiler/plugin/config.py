@@ -15,6 +15,7 @@ from ..core.analyze import Classifier
 from ..core.categories import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE, classify
 from ..core.pricing import PriceTable, parse_prices
 from ..core.records import AttributeValue
+from ..live.backend_poller import check_metrics_url
 from . import environment_variables as env
 
 _logger = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ class ProfilerConfig:
     max_operations: int = 100
     max_buffer_bytes: int = 256 * 1024 * 1024
     shutdown_timeout_s: float = 30.0
+    backend_metrics: tuple[str, ...] = ()
+    backend_metrics_interval_s: float = 1.0
 
     def classifier(self) -> Classifier:
         return make_classifier(self.category_overrides)
@@ -130,6 +133,14 @@ def _parse_overrides(value: Any) -> CategoryOverrides:
     return tuple(pairs)
 
 
+def _parse_metrics_urls(value: Any) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        return tuple(check_metrics_url(str(item)) for item in items if str(item).strip())
+    except TypeError:
+        raise ValueError(f"expected metrics URLs separated by commas, got {value!r}") from None
+
+
 _OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "max_traces": (env.OTEL_AGENT_PROFILER_MAX_TRACES, _parse_positive_int),
     "max_spans_per_trace": (env.OTEL_AGENT_PROFILER_MAX_SPANS_PER_TRACE, _parse_positive_int),
@@ -143,6 +154,8 @@ _OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "max_operations": (env.OTEL_AGENT_PROFILER_MAX_OPERATIONS, _parse_positive_int),
     "max_buffer_bytes": (env.OTEL_AGENT_PROFILER_MAX_BUFFER_BYTES, _parse_positive_int),
     "shutdown_timeout_s": (env.OTEL_AGENT_PROFILER_SHUTDOWN_TIMEOUT, _parse_positive_float),
+    "backend_metrics": (env.OTEL_AGENT_PROFILER_BACKEND_METRICS, _parse_metrics_urls),
+    "backend_metrics_interval_s": (env.OTEL_AGENT_PROFILER_BACKEND_METRICS_INTERVAL, _parse_positive_float),
 }
 
 #: The option names ``resolve_config`` accepts.

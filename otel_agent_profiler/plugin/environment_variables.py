@@ -55,6 +55,17 @@ OTEL_AGENT_PROFILER_SHUTDOWN_TIMEOUT = "OTEL_AGENT_PROFILER_SHUTDOWN_TIMEOUT"
 30). Spans the exporters could not take by then are counted and logged as lost; the exporting
 processors are shut down after that, with their own timeouts."""
 
+OTEL_AGENT_PROFILER_BACKEND_METRICS = "OTEL_AGENT_PROFILER_BACKEND_METRICS"
+"""Prometheus endpoints of the inference servers the application calls, separated by commas, e.g.
+``http://vllm:8000/metrics`` (vLLM or SGLang; default none). Each is polled every second while the
+application runs, and every LLM call gets the load its server showed while it ran (requests
+running and waiting, KV-cache use, prefix-cache hit rate, preemptions), as
+``agent_profiler.backend.*`` attributes. A URL that is not http(s) is logged and left out."""
+
+OTEL_AGENT_PROFILER_BACKEND_METRICS_INTERVAL = "OTEL_AGENT_PROFILER_BACKEND_METRICS_INTERVAL"
+"""Seconds between polls of ``OTEL_AGENT_PROFILER_BACKEND_METRICS`` (default 1). Shorter describes
+short calls better; each poll is one HTTP request per server."""
+
 OTEL_AGENT_PROFILER_SOURCE_HEADERS = "OTEL_AGENT_PROFILER_SOURCE_HEADERS"
 """Headers the offline commands send to a trace store (``--jaeger``, ``--tempo``, ``--phoenix``), as
 ``key=value`` pairs separated by commas with percent-encoded values, like ``OTEL_EXPORTER_OTLP_HEADERS``:

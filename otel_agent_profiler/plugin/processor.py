@@ -33,9 +33,11 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from ..adapters.sdk_spans import records_from_spans
 from ..core.analyze import profile_trace
+from ..core.backend_load import attach_backend_load
 from ..core.profile import TraceProfile
 from ..core.records import SpanRecord
 from ..errors import report_internal_error
+from ..live.backend_poller import BackendPoller
 from ..live.enrichment import span_attributes, trace_attributes
 from ..live.profile_metrics import ProfileMetrics
 from ..live.trace_assembly import (
@@ -81,8 +83,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         **options: any of the options in ``otel_agent_profiler.plugin.config.ProfilerConfig``
             (``max_traces``, ``max_spans_per_trace``, ``trace_timeout_s``, ``sample_rate``,
             ``category_overrides``, ``prices``, ``metrics_enabled``, ``enrich_spans``,
-            ``console_report``, ``max_operations``, ``max_buffer_bytes``, ``shutdown_timeout_s``);
-            unset ones come from the
+            ``console_report``, ``max_operations``, ``max_buffer_bytes``, ``shutdown_timeout_s``,
+            ``backend_metrics``, ``backend_metrics_interval_s``); unset ones come from the
             ``OTEL_AGENT_PROFILER_*`` environment variables, then the defaults.
 
     Raises:
@@ -114,6 +116,12 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         self._sampled_out_reads = 0
         self._sampled_out_reported = 0
         self._shutdown = False
+        # The inference servers' metrics, polled from now on so that the first calls find samples.
+        self.backend_poller: BackendPoller | None = None
+        if self.config.backend_metrics:
+            self.backend_poller = BackendPoller(
+                self.config.backend_metrics, interval_s=self.config.backend_metrics_interval_s
+            ).start()
         self._init_runtime_state()
         if self.config.console_report:
             # The SDK shuts its provider down at exit; this covers providers that do not.
@@ -303,6 +311,11 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             report_internal_error("profiling")
             self._export_unprofiled(Passthrough(ERROR, spans), give_up_at, paced=True)
             return
+        if self.backend_poller is not None:
+            try:
+                attach_backend_load(profile, self.backend_poller.history)
+            except Exception:
+                report_internal_error("backend load")
         exported: Sequence[ReadableSpan] = spans
         if self.config.enrich_spans:
             try:
@@ -518,6 +531,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 worker.join(timeout=_WORKER_FINISH_S)
         self._drain_all(deadline, max(deadline, time.monotonic()) + _WORKER_FINISH_S)
         self._log_lost(final=True)
+        if self.backend_poller is not None:
+            self.backend_poller.stop()
         if self.config.console_report:
             self._print_console_report()
         self._out.shutdown()

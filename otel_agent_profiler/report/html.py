@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._version import __version__
+from ..core.backend_load import BackendLoad
 from ..core.call_anatomy import LlmPhases
 from ..core.categories import CATEGORIES
 from ..core.findings import Finding, combined_projection, describe_location
@@ -66,6 +67,9 @@ SPAN_FIELDS: tuple[str, ...] = (
     "tokens",
     # An LLM call split by the inference server's span: [queue, prefill, decode, other] in ms.
     "llm_phases",
+    # The load the call met on its server: [running mean, waiting max, KV-cache use max, prefix-cache
+    # hit rate, preemptions], each null when the server does not publish it (core.backend_load).
+    "backend_load",
 )
 
 #: How the phases of an LLM call are drawn inside its waterfall bar (core.call_anatomy).
@@ -168,6 +172,7 @@ def trace_view_data(profile: TraceProfile, findings: Sequence[Finding]) -> dict[
                 f"{span.model} ({span.model_snapshot})" if span.model_snapshot else span.model,
                 tokens or None,
                 _phases_ms(span.llm_phases),
+                _load_row(span.backend_load),
             ]
         )
     categories = {}
@@ -207,7 +212,27 @@ def trace_view_data(profile: TraceProfile, findings: Sequence[Finding]) -> dict[
         "spans": spans,
         # The phases of the critical path's LLM time, when inference server spans split it.
         "llm_phases": _phases_ms(profile.critical_path_llm_phases),
+        "load_track": _load_track(profile),
     }
+
+
+def _load_row(load: BackendLoad | None) -> list[float | None] | None:
+    if load is None:
+        return None
+    values = (load.running_mean, load.waiting_max, load.kv_cache_usage_max, load.prefix_cache_hit_rate)
+    return [None if v is None else round(v, 4) for v in values] + [load.preemptions]
+
+
+def _load_track(profile: TraceProfile) -> list[dict[str, Any]] | None:
+    """Each polled server's running and waiting requests over the trace: ``[offset ms, running, waiting]``."""
+    if not profile.backend_samples:
+        return None
+    tracks: dict[str, list[list[float | None]]] = {}
+    for sample in profile.backend_samples:
+        tracks.setdefault(sample.source, []).append(
+            [_ms(sample.time_ns - profile.start_ns), sample.running, sample.waiting]
+        )
+    return [{"source": source, "points": points} for source, points in tracks.items()]
 
 
 def _phases_ms(phases: LlmPhases | None) -> list[float] | None:

@@ -46,6 +46,9 @@ svg .axis-title { fill: var(--muted); font-size: 11.5px; }
 svg rect.span { stroke: rgba(0, 0, 0, .18); stroke-width: .5; }
 svg rect.span.off { opacity: .42; }
 svg g.phases.off { opacity: .5; }
+svg.load-track { display: block; border-bottom: 1px solid var(--line); }
+svg.load-track .running { fill: none; stroke: #7b5cf0; stroke-width: 1.5; }
+svg.load-track .waiting { fill: rgba(214, 69, 69, .18); stroke: #d64545; stroke-width: 1.5; }
 svg rect.span.cp { stroke: var(--cp); stroke-width: 1.4; }
 svg rect.span.hl { stroke: #e11d48; stroke-width: 2.5; opacity: 1; }
 #findings tr.finding[title] { cursor: pointer; }
@@ -188,9 +191,21 @@ JS = r"""
       lines.push("queue " + fmt(ph[0]) + " \u00b7 prefill " + fmt(ph[1]) + " \u00b7 decode " + fmt(ph[2]) +
         " \u00b7 other " + fmt(ph[3]) + " (the server's span)");
     }
+    var ld = s[F.backend_load];
+    if (ld) { lines.push("server load: " + loadWords(ld).join(" \u00b7 ")); }
     if (s[F.status] && s[F.status] !== "unset" && s[F.status] !== "ok") { lines.push("status: " + s[F.status]); }
     lines.push("span id: " + s[F.span_id]);
     return lines.join("\n");
+  }
+  // [running mean, waiting max, KV-cache max, prefix-cache hit rate, preemptions], nulls left out.
+  function loadWords(ld) {
+    var words = [];
+    if (ld[0] !== null) { words.push(ld[0].toFixed(1) + " running"); }
+    if (ld[1] !== null) { words.push("up to " + num(ld[1]) + " waiting"); }
+    if (ld[2] !== null) { words.push("KV cache " + pct(ld[2])); }
+    if (ld[3] !== null) { words.push("prefix-cache hits " + pct(ld[3])); }
+    if (ld[4]) { words.push(plural(ld[4], "preemption")); }
+    return words;
   }
   function spanRect(t, s, i, attrs, parent) {
     var cp = s[F.on_critical_path] ? " cp" : " off";
@@ -224,6 +239,7 @@ JS = r"""
     var W = Math.max(900, host.clientWidth - 4), plotW = W - LABEL_W - 24;
     var H = TOP + n * ROW + 8, total = t.duration_ms || 1;
     timeHeader(host, W, LABEL_W, plotW, total);
+    if (t.load_track) { drawLoadTrack(t, host, W, plotW, total); }
     var root = svg("svg", { width: W, height: H, id: "waterfall-svg", role: "img" }, host);
     svg("title", null, root).textContent = "Waterfall of trace " + t.trace_id;
     var clip = svg("clipPath", { id: "wf-label-clip" }, svg("defs", null, root));
@@ -247,8 +263,45 @@ JS = r"""
       var inside = x + w + 64 > W;
       var v = svg("text", { "class": inside ? "inbar" : "value", x: inside ? x + w - 4 : x + w + 4, y: y + ROW - 5,
         "text-anchor": inside ? "end" : "start" }, bars);
-      v.textContent = fmt(s[F.duration_ms]);
+      var ld = s[F.backend_load];
+      v.textContent = fmt(s[F.duration_ms]) + (ld && ld[1] >= 1 ? " \u00b7 " + num(ld[1]) + " waiting" : "");
     }
+  }
+
+  // Each polled server's running (line) and waiting (filled) requests, on the waterfall's time axis.
+  var TRACK_H = 54;
+  function drawLoadTrack(t, host, W, plotW, total) {
+    t.load_track.forEach(function (track) {
+      var pts = track.points, max = 1;
+      pts.forEach(function (p) { max = Math.max(max, p[1] || 0, p[2] || 0); });
+      var g = svg("svg", { width: W, height: TRACK_H, "class": "load-track", role: "img" }, host);
+      svg("title", null, g).textContent = "Server load from " + track.source;
+      svg("text", { "class": "label", x: 6, y: 15 }, g).textContent = "server load (0 to " + num(max) + ")";
+      svg("text", { "class": "value", x: 6, y: 30 }, g).textContent = cut(track.source, LABEL_W - 14);
+      var key = svg("text", { "class": "value", x: 6, y: 46 }, g);
+      svg("tspan", { fill: "#7b5cf0" }, key).textContent = "\u2014 running   ";
+      svg("tspan", { fill: "#d64545" }, key).textContent = "\u25a0 waiting requests";
+      timeGrid(g, LABEL_W, plotW, total, 0, TRACK_H);
+      var top = 6, h = TRACK_H - 12, base = top + h, end = LABEL_W + plotW;
+      [[2, "waiting"], [1, "running"]].forEach(function (m) {
+        var d = "", last = null;
+        pts.forEach(function (p) {
+          var v = p[m[0]];
+          if (v === null || v === undefined) { return; }
+          // A step: each sample's value holds until the next one.
+          var x = LABEL_W + Math.max(0, Math.min(total, p[0])) / total * plotW, y = base - v / max * h;
+          if (last === null) {
+            d = m[1] === "waiting" ? "M" + x + "," + base + " L" + x + "," + y : "M" + x + "," + y;
+          } else {
+            d += " L" + x + "," + last + " L" + x + "," + y;
+          }
+          last = y;
+        });
+        if (last === null) { return; }
+        d += " L" + end + "," + last + (m[1] === "waiting" ? " L" + end + "," + base + " Z" : "");
+        svg("path", { "class": m[1], d: d }, g);
+      });
+    });
   }
 
   // An LLM call's queue, prefill, decode and other time, as a band inside its bar, in that order.

@@ -33,7 +33,15 @@
                         "means": {target: mean}, "coefficients": {target: {"intercept", feature...}}}
       },
       "prefix_cache_candidates": null | [PrefixCandidate.to_dict(), ...]   # only with --prefix-cache
+      "backend_load": null | [                         # null when no call has its server's load
+        {"source", "model", "calls", "running_mean", "waiting_p50", "waiting_max", "kv_cache_usage_max",
+         "prefix_cache_hit_rate", "preemptions"}       # per server and model, across the traces
+      ]
     }
+
+``backend_load`` sums up what the LLM calls met on their inference servers (``core.backend_load``):
+``waiting_p50``/``waiting_max`` over the calls' highest waiting requests, ``running_mean`` the mean
+of their mean running requests, the hit rate weighted by the calls' durations, preemptions added up.
 
 ``<spikes>`` is ``{"count", "total_ms", "max_peak", "spikes": [...], "truncated"}``: the spikes
 with the highest peak (then the longest) first, at most 20, each with scope, trace_id, calls (the
@@ -55,8 +63,9 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO
 
 from .._version import __version__
+from ..core.backend_load import summarize_loads
 from ..core.findings import Finding, combined_projection
-from ..core.profile import TraceProfile
+from ..core.profile import SpanProfile, TraceProfile
 from ..core.schema import trace_to_dict
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
 from .html import by_duration, select_trace
@@ -296,7 +305,45 @@ def _summary(
         "traces": traces if lazy else list(traces),
         "statistics": dict(statistics) if statistics is not None else None,
         "prefix_cache_candidates": [c.to_dict() for c in prefix_cache] if prefix_cache is not None else None,
+        "backend_load": backend_load_across(profiles),
     }
+
+
+def backend_load_across(profiles: Iterable[TraceProfile]) -> list[dict[str, Any]] | None:
+    """The load LLM calls met, per inference server and model, across ``profiles``; None without any."""
+    groups: dict[tuple[str, str], list[SpanProfile]] = {}
+    for profile in profiles:
+        for span in profile.spans:
+            if span.backend_load is not None:
+                groups.setdefault((span.backend_load.source, span.model or span.operation), []).append(span)
+    if not groups:
+        return None
+    rows = []
+    for (source, model), spans in sorted(groups.items()):
+        summary = summarize_loads(spans)
+        assert summary is not None  # every span of a group has a load
+        waiting = sorted(load.waiting_max for s in spans if (load := s.backend_load) and load.waiting_max is not None)
+        rows.append(
+            {
+                "source": source,
+                "model": model,
+                "calls": summary.calls,
+                "running_mean": summary.running_mean,
+                "waiting_p50": _median(waiting),
+                "waiting_max": summary.waiting_max,
+                "kv_cache_usage_max": summary.kv_cache_usage_max,
+                "prefix_cache_hit_rate": summary.prefix_cache_hit_rate,
+                "preemptions": summary.preemptions,
+            }
+        )
+    return rows
+
+
+def _median(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
 def _trace_documents(

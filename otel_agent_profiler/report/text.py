@@ -9,6 +9,7 @@ import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from ..core.backend_load import summarize_loads
 from ..core.categories import CATEGORIES
 from ..core.findings import BUDGET_EXCEEDED, CombinedProjection, Finding, combined_projection, describe_where
 from ..core.profile import SpanProfile, TraceProfile
@@ -127,6 +128,28 @@ def _llm_phases(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
         bar = glyphs.on_path * round(20 * ns / critical) if critical else ""
         lines.append(f"  {name:<10} {'':>6} {'':>10} {format_ms(ns):>10} {_share(ns, critical)} {bar}")
     return lines
+
+
+def _backend_load(profile: TraceProfile) -> list[str]:
+    """One line on what the LLM calls met on their servers, when the servers' metrics were polled."""
+    summary = summarize_loads(profile.spans)
+    if summary is None:
+        return []
+    parts = []
+    if summary.waiting_max:
+        parts.append(f"up to {plural(round(summary.waiting_max), 'waiting request')} on the server")
+    elif summary.waiting_max is not None:
+        parts.append("no waiting requests on the server")
+    if summary.running_mean is not None:
+        parts.append(f"{summary.running_mean:.1f} running on average")
+    if summary.kv_cache_usage_max is not None:
+        parts.append(f"KV cache up to {summary.kv_cache_usage_max:.0%} full")
+    if summary.prefix_cache_hit_rate is not None:
+        parts.append(f"prefix-cache hit rate {summary.prefix_cache_hit_rate:.0%}")
+    if summary.preemptions:
+        parts.append(plural(summary.preemptions, "preemption"))
+    calls = plural(summary.calls, "LLM call")
+    return ["", f"Server load: {calls} met " + ("; ".join(parts) if parts else "a server with no load metrics")]
 
 
 def _operations_table(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
@@ -268,6 +291,7 @@ def render_trace(
     lines = _header(profile, glyphs)
     lines += _category_table(profile, glyphs)
     lines += _llm_phases(profile, glyphs)
+    lines += _backend_load(profile)
     lines += _operations_table(profile, glyphs)
     lines += _findings(profile, findings, max_findings, glyphs)
     if max_lines is not None:

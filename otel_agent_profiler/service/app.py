@@ -34,6 +34,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMe
 from opentelemetry.sdk.resources import Resource
 
 from .._version import __version__
+from ..live.backend_poller import BackendPoller
 from ..live.profile_metrics import ProfileMetrics
 from .forwarder import Forwarder, grpc_target, http_signal_url, make_exporter
 from .http_receiver import HttpEndpoints, HttpReceiver, ServiceLoop
@@ -75,6 +76,8 @@ class ServeConfig:
     tls_key: str | None = None
     #: When set, every request but ``GET /health`` must carry ``Authorization: Bearer <token>``.
     bearer_token: str | None = field(default=None, repr=False)
+    #: Inference servers' Prometheus endpoints polled every second; each LLM call gets the load it met.
+    backend_metrics: tuple[str, ...] = ()
 
 
 def _no_password() -> bytes:
@@ -129,7 +132,13 @@ class ProfilingService:
                 resource=Resource.create({"service.name": "otel-agent-profiler", "service.version": __version__}),
             )
             metrics = ProfileMetrics(self._meter_provider)
-        self.pipeline = Pipeline(config.pipeline, forwarder, metrics)
+        self.backend_poller = BackendPoller(config.backend_metrics) if config.backend_metrics else None
+        self.pipeline = Pipeline(
+            config.pipeline,
+            forwarder,
+            metrics,
+            backend_load=self.backend_poller.history if self.backend_poller is not None else None,
+        )
         pipeline = self.pipeline
         self.passthroughs = {
             signal.name: PassThrough(
@@ -216,6 +225,8 @@ class ProfilingService:
                 bearer_token=self._bearer,
             ).start()
             self.grpc_port = self._grpc.port
+            if self.backend_poller is not None:
+                self.backend_poller.start()
         except BaseException:
             self.stop()
             raise
@@ -235,7 +246,10 @@ class ProfilingService:
             self._loop = None
         for passthrough in self.passthroughs.values():
             passthrough.stop_receiving()
+        # Polled until the last traces are profiled: their last calls' counters need a sample after them.
         self.pipeline.stop()
+        if self.backend_poller is not None:
+            self.backend_poller.stop()
         forwarders = [self.pipeline.forwarder] + [p.forwarder for p in self.passthroughs.values()]
         closers = [
             threading.Thread(

@@ -27,6 +27,7 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ..core import profile_trace, trace_to_dict
+from ..core.backend_load import LoadHistory, attach_backend_load
 from ..core.categories import CATEGORIES
 from ..core.profile import TraceProfile
 from ..core.programs import ProgramAverages
@@ -95,10 +96,13 @@ class Pipeline:
         forwarder: Forwarder | None,
         metrics: ProfileMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        backend_load: LoadHistory | None = None,
     ) -> None:
         self.config = config
         self.forwarder = forwarder
         self.metrics = metrics
+        #: The inference servers' sampled metrics (``serve --backend-metrics``): each LLM call gets its load.
+        self.backend_load = backend_load
         # Spans arrive ended, from many services, in any order: a trace is complete once it has
         # gone quiet. At a cap the span is refused (forwarded unprofiled): held data stays whole.
         self._assembler: TraceAssembly[HeldSpan] = TraceAssembly(
@@ -239,6 +243,8 @@ class Pipeline:
         try:
             records: list[SpanRecord] = [record for item in pending.spans if (record := item.record) is not None]
             profile = profile_trace(records)
+            if self.backend_load is not None:
+                attach_backend_load(profile, self.backend_load)
             out = enrich(pending.spans, profile, complete=complete)
         except Exception:
             _PROFILING_ERRORS.report("serve profiling", pending.trace_id)

@@ -14,6 +14,7 @@ Prefill and decode suggest changes of no definite size (cache prefixes, cap toke
 
 from __future__ import annotations
 
+from ..backend_load import summarize_loads
 from ..call_anatomy import server_phases_ns
 from ..categories import LLM
 from ..profile import SpanProfile, TraceProfile
@@ -23,6 +24,7 @@ from .base import (
     LLM_DECODE,
     LLM_PREFILL,
     LLM_QUEUE,
+    Evidence,
     Finding,
     FindingOptions,
     _percent,
@@ -79,13 +81,26 @@ def find_llm_phases(profile: TraceProfile, options: FindingOptions = DEFAULT_OPT
             key=lambda s: (-(s.llm_phases.queue_ns if s.llm_phases else 0), s.start_ns),
         )
         saving = _saving_without(profile, 0, 0.0)
+        evidence: Evidence = {
+            "queue_ns": phases.queue_ns,
+            "critical_path_share": queue_share,
+            "calls": len(queued),
+            "projected_duration_without_queue_ns": profile.duration_ns - saving,
+        }
+        # The server's own metrics, when they were polled, say how full it was while the calls queued.
+        load = summarize_loads(queued)
+        seen = ""
+        if load is not None:
+            evidence["server_load"] = load.to_dict()
+            if load.waiting_max is not None:
+                seen = f" (its metrics showed up to {_plural(round(load.waiting_max), 'request')} waiting)"
         findings.append(
             Finding(
                 kind=LLM_QUEUE,
                 title=(
                     f"{_plural(len(queued), 'LLM call')} on the critical path waited "
                     f"{format_duration(phases.queue_ns)} in the inference server's queue "
-                    f"({_percent(queue_share)} of the critical path): the server is saturated; without the "
+                    f"({_percent(queue_share)} of the critical path): the server is saturated{seen}; without the "
                     f"wait the trace would end {format_duration(saving)} sooner."
                 ),
                 suggestion=(
@@ -96,12 +111,7 @@ def find_llm_phases(profile: TraceProfile, options: FindingOptions = DEFAULT_OPT
                 saving_ns=saving,
                 span_ids=tuple(s.record.span_id for s in queued),
                 category=LLM,
-                evidence={
-                    "queue_ns": phases.queue_ns,
-                    "critical_path_share": queue_share,
-                    "calls": len(queued),
-                    "projected_duration_without_queue_ns": profile.duration_ns - saving,
-                },
+                evidence=evidence,
             )
         )
     for phase, kind, index, what, suggestion in (

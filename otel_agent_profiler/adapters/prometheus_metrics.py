@@ -1,0 +1,113 @@
+"""An inference server's Prometheus text (its ``/metrics``) -> a ``LoadSample``.
+
+Parsed with the Prometheus project's own parser (``prometheus_client.parser``), then reduced to
+the few series the profiler uses, by their names in vLLM and SGLang:
+
+=====================  ===============================================  ==========================================
+LoadSample field       vLLM                                             SGLang
+=====================  ===============================================  ==========================================
+running                ``vllm:num_requests_running``                    ``sglang:num_running_reqs``
+waiting                ``vllm:num_requests_waiting``                    ``sglang:num_queue_reqs``
+kv_cache_usage         ``vllm:kv_cache_usage_perc``, older              ``sglang:token_usage``
+                       ``vllm:gpu_cache_usage_perc``
+prefix_cache_queries   ``vllm:prefix_cache_queries_total``, older       (none)
+                       ``vllm:gpu_prefix_cache_queries_total``
+prefix_cache_hits      ``vllm:prefix_cache_hits_total``, older          (none)
+                       ``vllm:gpu_prefix_cache_hits_total``
+prefix_cache_hit_rate  (none: computed from the two counters)           ``sglang:cache_hit_rate`` (a gauge)
+preemptions            ``vllm:num_preemptions_total``                   ``sglang:num_retracted_requests_total``
+=====================  ===============================================  ==========================================
+
+SGLang's names are those of its metrics collector (``python/sglang/srt/metrics/collector.py``) and
+its "Production Metrics" page. SGLang publishes no prefix-cache counters, only its recent hit rate
+as a gauge: that gauge is kept as is, and a call's hit rate is then its mean over the call
+(``core.backend_load``). Its ``sglang:num_retracted_reqs`` is a gauge of the last batch, not a
+count, so preemptions come from the ``_total`` counter.
+
+A server serving several models (or several engines) has one series per label set: counts and
+counters are summed over them, KV-cache use is the highest, SGLang's hit rate the mean. The
+models are the ``model_name`` labels. The parser names a counter's family without ``_total``
+but keeps it on the samples; samples are matched by name, with ``_total`` taken off.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from ..core.backend_load import LoadSample
+
+__all__ = ["MetricsTextError", "load_sample_from_text"]
+
+#: Each field's series, by preference: the first one a server publishes is used.
+_SERIES: dict[str, tuple[str, ...]] = {
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
+    "prefix_cache_queries": ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"),
+    "prefix_cache_hit_rate": ("sglang:cache_hit_rate",),
+    "preemptions": ("vllm:num_preemptions", "sglang:num_retracted_requests"),
+}
+_FIELD_OF = {name: field for field, names in _SERIES.items() for name in names}
+_MODEL_LABEL = "model_name"
+
+
+class MetricsTextError(ValueError):
+    """The text is not Prometheus text exposition, or holds none of the series the profiler reads."""
+
+
+def load_sample_from_text(text: str, source: str, time_ns: int) -> LoadSample:
+    """The load in one scrape of ``source``'s ``/metrics``, taken at ``time_ns`` (Unix epoch ns).
+
+    A series the server declares but has no value for yet stays None in the sample.
+
+    Raises:
+        MetricsTextError: the text cannot be parsed, or names no vLLM or SGLang load series.
+    """
+    # Imported here: the plugin imports this module at start-up, and prometheus_client takes tens
+    # of milliseconds to import, which only an application polling a server should pay.
+    from prometheus_client.parser import text_string_to_metric_families
+
+    values: dict[str, list[float]] = {}
+    models: dict[str, None] = {}
+    declared = False
+    try:
+        for family in text_string_to_metric_families(text):
+            # A labelled series has no sample until its first value (vLLM's before the first request).
+            declared = declared or _base_name(family.name) in _FIELD_OF
+            for sample in family.samples:
+                name = _base_name(sample.name)
+                if name not in _FIELD_OF or not math.isfinite(sample.value):
+                    continue
+                values.setdefault(name, []).append(sample.value)
+                model = sample.labels.get(_MODEL_LABEL)
+                if model:
+                    models[model] = None
+    except Exception as exc:  # the parser raises ValueError and others on malformed lines
+        raise MetricsTextError(f"not Prometheus text exposition ({type(exc).__name__}: {exc})") from None
+    fields: dict[str, float] = {}
+    for field, names in _SERIES.items():
+        found = next((values[name] for name in names if name in values), None)
+        if found is not None:
+            fields[field] = _combine(field, found)
+    if not fields and not declared:
+        raise MetricsTextError(
+            "no vLLM or SGLang load metrics in it (looked for vllm:num_requests_running, "
+            "sglang:num_running_reqs and the like)"
+        )
+    return LoadSample(time_ns=time_ns, source=source, models=tuple(models), **fields)
+
+
+def _base_name(name: str) -> str:
+    return name[: -len("_total")] if name.endswith("_total") else name
+
+
+def _combine(field: str, values: Iterable[float]) -> float:
+    """One value from a series' label sets: the fullest cache, the mean hit rate, else the sum."""
+    values = list(values)
+    if field == "kv_cache_usage":
+        return max(values)
+    if field == "prefix_cache_hit_rate":
+        return sum(values) / len(values)
+    return sum(values)
