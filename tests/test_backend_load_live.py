@@ -4,7 +4,8 @@
   runs theirs (``opentelemetry-instrument``, the real ``openai`` client), its spans exported by the real
   OTLP/HTTP exporter to a real receiver: the LLM spans carry ``agent_profiler.backend.*``, and ``analyze``
   reads the same loads back from an export of those spans.
-* ``serve --backend-metrics``: the calls of a trace sent to it over OTLP/gRPC get the load in ``/profiles``.
+* ``serve --backend-metrics``: the calls of a trace sent to it over OTLP/gRPC get the load in ``/profiles``,
+  averaged per program in ``/programs``.
 * A dead URL costs nothing but a warning: spans are profiled and exported, without a load.
 """
 
@@ -227,6 +228,9 @@ def test_serve_polls_the_server_and_profiles_show_the_load_of_each_call() -> Non
                 return json.loads(body) if status == 200 else None
 
             document = wait_until(profiled, 20, "the trace to be profiled", details=process.log_tail)
+            status, body = http_get(f"http://127.0.0.1:{http_port}/programs")
+            assert status == 200
+            programs = {p["program"]: p for p in json.loads(body)["programs"]}
         finally:
             process.stop()
     calls = [s for s in document["spans"] if s["name"].startswith("chat ")]
@@ -234,6 +238,11 @@ def test_serve_polls_the_server_and_profiles_show_the_load_of_each_call() -> Non
     assert all(s["backend_load"]["source"] == argv[-1] for s in calls)
     assert max(s["backend_load"]["waiting_max"] for s in calls) >= 1
     assert document["backend_load"]["calls"] == 4
+    # /programs averages the load per program: here one trace of it.
+    load = programs["invoke_agent"]["backend_load"]
+    assert load["traces"] == 1
+    assert load["waiting_max"] == document["backend_load"]["waiting_max"]
+    assert load["running_mean"] == pytest.approx(document["backend_load"]["running_mean"])
 
 
 def test_serve_takes_backend_metrics_urls_and_refuses_a_bad_one(capsys: pytest.CaptureFixture[str]) -> None:

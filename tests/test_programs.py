@@ -266,3 +266,32 @@ def test_reading_while_traces_are_added_sees_whole_traces() -> None:
             assert program["categories"]["llm"]["critical_path_ms"] == pytest.approx(600.0)
     writer.join()
     assert sum(p["traces"] for p in averages.to_dict()["programs"]) == 3000
+
+
+def test_the_servers_load_is_averaged_over_the_traces_whose_calls_met_one() -> None:
+    from otel_agent_profiler.core.backend_load import BackendLoad
+
+    averages = ProgramAverages()
+    loads = [
+        BackendLoad("vllm", 3, running_mean=2.0, running_max=2, waiting_mean=1.0, waiting_max=4,
+                    kv_cache_usage_max=0.5, prefix_cache_hit_rate=0.25, preemptions=1),
+        BackendLoad("vllm", 2, running_mean=1.0, running_max=1, waiting_mean=0.0, waiting_max=0,
+                    kv_cache_usage_max=0.75, prefix_cache_hit_rate=0.75, preemptions=0),
+    ]  # fmt: skip
+    for number, load in enumerate(loads, 1):
+        trace = agent_run("planner", number=number)
+        next(s for s in trace.spans if s.name == "chat").backend_load = load
+        averages.add(trace)
+    averages.add(agent_run("planner", number=3))  # no load: not in the load's averages
+    averages.add(agent_run("writer", number=4))
+    by_name = {p["program"]: p for p in averages.to_dict()["programs"]}
+    assert by_name["planner"]["backend_load"] == {
+        "traces": 2,
+        "running_mean": 1.5,
+        "waiting_max_mean": 2.0,
+        "waiting_max": 4,
+        "kv_cache_usage_max": 0.75,
+        "prefix_cache_hit_rate": 0.5,
+        "preemptions": 0.5,
+    }
+    assert by_name["writer"]["backend_load"] is None

@@ -11,7 +11,9 @@ program, so its memory grows with the number of programs, never with the number 
   the traces that were priced) and, over the traces whose LLM calls an inference server's spans
   split, the phases of the critical path's LLM time (``queue``, ``prefill``, ``decode``,
   ``other``);
-* error traces: traces with at least one span whose status is ERROR.
+* error traces: traces with at least one span whose status is ERROR;
+* when the inference servers' metrics were polled (``core.backend_load``), the load the traces'
+  LLM calls met: running and waiting requests, KV-cache use, prefix-cache hit rate, preemptions.
 
 In the terms of per-program views such as ThunderAgent's: *pause* time is the ``queue`` phase,
 *tool* time the ``tool`` category's critical path, *prefill* and *decode* the phases of the same
@@ -31,6 +33,7 @@ from array import array
 from collections.abc import Callable
 from typing import Any
 
+from .backend_load import LoadSummary, summarize_loads
 from .categories import AGENT, CATEGORIES
 from .profile import TraceProfile
 from .records import StatusCode
@@ -78,6 +81,16 @@ class _Program:
     """Running sums of one program's traces (times in nanoseconds) and its recent durations."""
 
     __slots__ = (
+        "backend_hit_rate_sum",
+        "backend_hit_rate_traces",
+        "backend_kv_cache_max",
+        "backend_preemptions",
+        "backend_running_sum",
+        "backend_running_traces",
+        "backend_traces",
+        "backend_waiting_max",
+        "backend_waiting_max_sum",
+        "backend_waiting_traces",
         "cached_input_tokens",
         "category_critical_path_ns",
         "category_self_time_ns",
@@ -115,6 +128,18 @@ class _Program:
         self.phase_traces = 0
         # queue, prefill, decode, other
         self.phases_ns = [0, 0, 0, 0]
+        # The load the traces' LLM calls met on their servers (core.backend_load), over the traces
+        # that have it: per-trace figures summed (means) or kept at their highest.
+        self.backend_traces = 0
+        self.backend_running_sum = 0.0
+        self.backend_running_traces = 0
+        self.backend_waiting_max_sum = 0.0
+        self.backend_waiting_traces = 0
+        self.backend_waiting_max: float | None = None
+        self.backend_kv_cache_max: float | None = None
+        self.backend_hit_rate_sum = 0.0
+        self.backend_hit_rate_traces = 0
+        self.backend_preemptions = 0
         # A ring of the last DURATION_WINDOW durations; recent_next is where the next one goes once it is full.
         self.recent_durations_ns = array("q")
         self.recent_next = 0
@@ -178,7 +203,49 @@ class _Program:
             "cost_usd": self.cost_usd / self.priced_traces if self.priced_traces else None,
             "traces_with_llm_phases": self.phase_traces,
             "critical_path_llm_phases_ms": phases,
+            "backend_load": self._backend_load(),
         }
+
+    def _backend_load(self) -> dict[str, Any] | None:
+        traces = self.backend_traces
+        if not traces:
+            return None
+        return {
+            "traces": traces,
+            "running_mean": (
+                self.backend_running_sum / self.backend_running_traces if self.backend_running_traces else None
+            ),
+            "waiting_max_mean": (
+                self.backend_waiting_max_sum / self.backend_waiting_traces if self.backend_waiting_traces else None
+            ),
+            "waiting_max": self.backend_waiting_max,
+            "kv_cache_usage_max": self.backend_kv_cache_max,
+            "prefix_cache_hit_rate": (
+                self.backend_hit_rate_sum / self.backend_hit_rate_traces if self.backend_hit_rate_traces else None
+            ),
+            "preemptions": self.backend_preemptions / traces,
+        }
+
+    def add_load(self, load: LoadSummary) -> None:
+        self.backend_traces += 1
+        if load.running_mean is not None:
+            self.backend_running_sum += load.running_mean
+            self.backend_running_traces += 1
+        if load.waiting_max is not None:
+            self.backend_waiting_max_sum += load.waiting_max
+            self.backend_waiting_traces += 1
+            self.backend_waiting_max = _highest(self.backend_waiting_max, load.waiting_max)
+        if load.kv_cache_usage_max is not None:
+            self.backend_kv_cache_max = _highest(self.backend_kv_cache_max, load.kv_cache_usage_max)
+        if load.prefix_cache_hit_rate is not None:
+            self.backend_hit_rate_sum += load.prefix_cache_hit_rate
+            self.backend_hit_rate_traces += 1
+        if load.preemptions is not None:
+            self.backend_preemptions += load.preemptions
+
+
+def _highest(kept: float | None, value: float) -> float:
+    return value if kept is None or value > kept else kept
 
 
 _SEQUENCES = ("category_critical_path_ns", "category_self_time_ns", "phases_ns", "recent_durations_ns")
@@ -221,10 +288,8 @@ class ProgramAverages:
     def add(self, profile: TraceProfile) -> None:
         """Add one profiled trace to its program's sums (a trace without spans is ignored).
 
-        This is the one place a trace's numbers enter the averages: a new per-call figure, such as
-        the inference server's load during each LLM call (an LLM span's ``backend_load``, once the
-        backend metrics are attached to spans), is read here from the counted LLM spans and kept
-        as one more running sum (and count of the calls that had it) in ``_Program``.
+        This is the one place a trace's numbers enter the averages, the load its LLM calls met on
+        their inference servers included (their ``backend_load``, ``core.backend_load``).
         """
         if not profile.roots:
             return
@@ -234,6 +299,7 @@ class ProgramAverages:
         phases = profile.critical_path_llm_phases
         cost = profile.cost_usd
         duration = profile.end_ns - profile.start_ns
+        load = summarize_loads(profile.spans)
         key = (service, name)
         with self._lock:
             program = self._programs.get(key)
@@ -272,6 +338,8 @@ class ProgramAverages:
                 sums[1] += phases.prefill_ns
                 sums[2] += phases.decode_ns
                 sums[3] += phases.other_ns
+            if load is not None:
+                program.add_load(load)
             recent = program.recent_durations_ns
             if len(recent) < self.duration_window:
                 recent.append(duration)
@@ -297,7 +365,12 @@ class ProgramAverages:
             ``p50``, ``p90``), ``critical_path_ms``, ``categories`` (``critical_path_ms``,
             ``self_time_ms`` and ``critical_path_share`` per category), ``llm_calls``, ``tokens``,
             ``cost_usd`` (over the priced traces; None without any) and
-            ``critical_path_llm_phases_ms`` (over the traces with phases; None without any).
+            ``critical_path_llm_phases_ms`` (over the traces with phases; None without any), and
+            ``backend_load`` (None unless the inference servers' load was attached to LLM calls):
+            ``traces`` with a load, the mean over them of their calls' mean running requests
+            (``running_mean``), of the most waiting requests a call met (``waiting_max_mean``),
+            the most ever met (``waiting_max``), the highest KV-cache use, the mean prefix-cache
+            hit rate and the preemptions per trace.
         """
         # Copied under the lock, computed outside it: the writer waits only for the copies.
         with self._lock:
