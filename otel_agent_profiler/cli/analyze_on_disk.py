@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..adapters.files import TraceFile
+from ..core.fast_pickle import pickled_by_fields
 from ..core.findings import BUDGET_EXCEEDED, Finding, find_all, what_ifs_together
 from ..core.pricing import PriceTable
 from ..core.profile import TraceProfile
@@ -49,6 +50,7 @@ _MIN_HELD_SHARDS = 4
 NOT_ON_DISK = "is not available when the input is profiled on disk (use --no-on-disk for inputs that fit in memory)"
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class _Trace:
     """What one shard's worker sends back about one trace."""

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .categories import AGENT, EMBEDDING, LLM, RETRIEVAL, TOOL
+from .fast_pickle import pickled_by_fields
 from .models import model_family
 from .records import AttributeValue, SpanEvent
 
@@ -46,6 +47,7 @@ CHUNK_EVENT_NAMES = frozenset(
 )
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class TokenUsage:
     """Token counts of one or more LLM calls. Cached input tokens are part of ``input``."""

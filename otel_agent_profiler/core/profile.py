@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .categories import CATEGORIES
+from .fast_pickle import pickled_by_fields
 from .genai import TokenUsage
 from .records import SpanRecord
 
@@ -150,6 +151,7 @@ class Anomaly:
         return result
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class CategoryStats:
     count: int = 0
@@ -158,6 +160,7 @@ class CategoryStats:
     critical_path_ns: int = 0
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class OperationStats:
     category: str

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .categories import LLM
+from .fast_pickle import pickled_by_fields
 from .genai import TokenUsage
 from .models import model_family
 from .profile import TraceProfile
@@ -54,6 +55,7 @@ class SplitLLMCall:
         }
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class CallFacts:
     """What matching reads of one LLM call with token usage."""
@@ -68,6 +70,7 @@ class CallFacts:
     process: tuple[object, ...]
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class TraceCalls:
     """What matching reads of one trace: whether it holds only LLM spans, and its counted calls with usage.

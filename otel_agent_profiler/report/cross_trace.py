@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, cast
 
 from ..core.categories import CATEGORIES
+from ..core.fast_pickle import pickled_by_fields
 from ..core.findings import (
     BOTTLENECK,
     BUDGET_EXCEEDED,
@@ -70,6 +71,7 @@ class Totals(Counted, Protocol):
     def operations(self) -> Mapping[tuple[str, str], OperationStats]: ...
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class TraceTotals:
     """A trace's totals without its spans: what the summary of traces profiled elsewhere keeps of each."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from ..categories import LLM
+from ..fast_pickle import pickled_by_fields
 from ..genai import TokenUsage
 from ..profile import SpanProfile, TraceProfile
 from ..projection import projected_duration_scaled_ns
@@ -86,6 +87,7 @@ DEFAULT_CONTEXT_WINDOWS: Mapping[str, int] = {
 }
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class Finding:
     """One thing worth acting on in a trace."""
