@@ -18,6 +18,9 @@ import pytest
 
 from otel_agent_profiler.cli import main
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import agent_traces
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "traces" / "research-agent.otlp.json"
 
 CATEGORIES = ("llm", "embedding", "tool", "agent", "retrieval", "memory", "internal")
@@ -387,6 +390,30 @@ def test_module_entry_point_works_too(otlp_file: Path) -> None:
     result = run_cli("analyze", "--format", "json", otlp_file, command=MODULE)
     assert result.returncode == 0, result.stderr
     assert_small_trace_profile(json.loads(result.stdout))
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("command", [CLI, MODULE], ids=["console-script", "module"])
+def test_the_program_writes_all_its_output_before_it_ends(command: list[str], tmp_path: Path) -> None:
+    """The offline commands end the process without freeing what they hold (``console_main``):
+    everything written to a pipe must be there, and a reader that goes away is no error."""
+    runs = [span for run in agent_traces.generate_runs(40, seed=3) for span in run]
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(agent_traces.otlp_document(runs)), encoding="utf-8")
+    piped = run_cli("analyze", "--format", "json", path, command=command)
+    assert piped.returncode == 0, piped.stderr
+    written = run_cli("analyze", "--format", "json", path, "-o", tmp_path / "out.json", command=command)
+    assert written.returncode == 0, written.stderr
+    assert piped.stdout == (tmp_path / "out.json").read_text(encoding="utf-8")
+    assert len(piped.stdout) > 100_000
+    # A reader that stops early (| head): exit 0, nothing on standard error.
+    with subprocess.Popen([*command, "analyze", "--format", "json", str(path)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as process:  # fmt: skip
+        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout.read(10) == b'{\n  "trace'
+        process.stdout.close()
+        assert process.wait(timeout=60) == 0
+        assert process.stderr.read() == b""
 
 
 # --------------------------------------------------------------------------- bad files
