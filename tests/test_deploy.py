@@ -132,7 +132,7 @@ def test_runtime_stage_runs_serve_as_an_unprivileged_user() -> None:
     user = instruction(stage, "USER").split(":")
     assert user[0] not in {"root", "0"} and user[0].isdigit(), "a numeric non-root user, for runAsNonRoot"
     assert exec_form(instruction(stage, "ENTRYPOINT")) == [IMAGE, "serve"]
-    script = f'{IMAGE} = "otel_agent_profiler.cli:main"'
+    script = f'{IMAGE} = "otel_agent_profiler.cli:console_main"'
     assert script in PYPROJECT.read_text(encoding="utf-8").split("[project.scripts]", 1)[1], "the entry point exists"
     args = serve_args(exec_form(instruction(stage, "CMD")))
     assert args.host == "0.0.0.0", "serve listens on 127.0.0.1 by default: unreachable from outside the container"
