@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
-from contextlib import closing
 
 from ..core.findings import Finding, FindingOptions, find_all
 from ..core.pricing import PriceTable
@@ -123,19 +121,16 @@ def _run(
         )
         workers = workers_for(args.workers, sum(profile.span_count for profile in wanted))
         findings: dict[str, list[Finding]] = {}
-        with closing(map_in_order(lambda index: find_all(wanted[index], options), len(wanted), workers)) as found:
-            # The first result starts the workers; they go on finding while this process computes
-            # the statistics, which need no findings.
-            first = [next(found)]
-            progress.start("statistics", 1)
-            statistics = cross_run_statistics(
-                profiles, spike_threshold=args.spike_threshold, charts_only=not args.summary_json
-            )
+        progress.start("finding", len(wanted))
+        found = map_in_order(lambda index: find_all(wanted[index], options), len(wanted), workers)
+        for profile, profile_findings in zip(wanted, found, strict=True):
+            findings[profile.trace_id] = profile_findings
             progress.advance()
-            progress.start("finding", len(wanted))
-            for profile, profile_findings in zip(wanted, itertools.chain(first, found), strict=True):
-                findings[profile.trace_id] = profile_findings
-                progress.advance()
+        progress.start("statistics", 1)
+        statistics = cross_run_statistics(
+            profiles, spike_threshold=args.spike_threshold, charts_only=not args.summary_json
+        )
+        progress.advance()
         progress.start("writing", 1)
         name = arguments.single_file_name(files)
         title = f"Agent trace profile: {name}" if name else "Agent trace profile"
