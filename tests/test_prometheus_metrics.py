@@ -69,12 +69,34 @@ sglang:prompt_tokens_total{model_name="meta-llama/Llama-3.1-8B-Instruct"} 8.1289
 def test_sglangs_names_and_its_hit_rate_gauge() -> None:
     sample = load_sample_from_text(SGLANG, "http://sglang:30000/metrics", 7)
     assert (sample.running, sample.waiting, sample.kv_cache_usage) == (162, 2826, 0.28)
-    # No prefix-cache counters: the server's own rate is kept, and a call gets its mean.
-    assert sample.prefix_cache_queries is None and sample.prefix_cache_hits is None
+    # No cached-tokens counter (as in the docs' example): the server's own rate is kept, and a
+    # call gets its mean (core.backend_load falls back on it without both counters).
+    assert sample.prefix_cache_queries == 8.128902e06 and sample.prefix_cache_hits is None
     assert sample.prefix_cache_hit_rate == pytest.approx(0.0075, abs=1e-4)
     # Preemptions from the counter, not from the gauge of the last batch's retractions.
     assert sample.preemptions == 48
     assert sample.models == (MODEL,)
+
+
+# SGLang's collector (python/sglang/srt/metrics/collector.py) counts cached prompt tokens per cache
+# source (device, host, storage); the OpenMetrics exposition spells the prefix with an underscore.
+SGLANG_COUNTERS = """\
+# TYPE sglang_num_running_reqs gauge
+sglang_num_running_reqs{model_name="m"} 4.0
+# TYPE sglang_prompt_tokens counter
+sglang_prompt_tokens_total{model_name="m"} 1000.0
+# TYPE sglang_cached_tokens counter
+sglang_cached_tokens_total{model_name="m",cache_source="device"} 300.0
+sglang_cached_tokens_total{model_name="m",cache_source="host"} 100.0
+# EOF
+"""
+
+
+def test_sglangs_cached_token_counters_summed_over_cache_sources_in_openmetrics_spelling() -> None:
+    sample = load_sample_from_text(SGLANG_COUNTERS, "s", 1)
+    assert sample.running == 4
+    assert (sample.prefix_cache_queries, sample.prefix_cache_hits) == (1000, 400)
+    assert sample.prefix_cache_hit_rate is None
 
 
 OLDER_VLLM = """\

@@ -10,24 +10,28 @@ running                ``vllm:num_requests_running``                    ``sglang
 waiting                ``vllm:num_requests_waiting``                    ``sglang:num_queue_reqs``
 kv_cache_usage         ``vllm:kv_cache_usage_perc``, older              ``sglang:token_usage``
                        ``vllm:gpu_cache_usage_perc``
-prefix_cache_queries   ``vllm:prefix_cache_queries_total``, older       (none)
+prefix_cache_queries   ``vllm:prefix_cache_queries_total``, older       ``sglang:prompt_tokens_total``
                        ``vllm:gpu_prefix_cache_queries_total``
-prefix_cache_hits      ``vllm:prefix_cache_hits_total``, older          (none)
+prefix_cache_hits      ``vllm:prefix_cache_hits_total``, older          ``sglang:cached_tokens_total``
                        ``vllm:gpu_prefix_cache_hits_total``
-prefix_cache_hit_rate  (none: computed from the two counters)           ``sglang:cache_hit_rate`` (a gauge)
+prefix_cache_hit_rate  (none: computed from the two counters)           ``sglang:cache_hit_rate`` (a gauge),
+                                                                        where the counters are missing
 preemptions            ``vllm:num_preemptions_total``                   ``sglang:num_retracted_requests_total``
 =====================  ===============================================  ==========================================
 
 SGLang's names are those of its metrics collector (``python/sglang/srt/metrics/collector.py``) and
-its "Production Metrics" page. SGLang publishes no prefix-cache counters, only its recent hit rate
-as a gauge: that gauge is kept as is, and a call's hit rate is then its mean over the call
+its "Production Metrics" page. Its prefix-cache hits are the cached prompt tokens
+(``sglang:cached_tokens_total``, one series per ``cache_source``, summed) over the prompt tokens;
+its ``sglang:cache_hit_rate`` gauge covers only the last batch, so it is kept for servers without
+the counters (older releases), where a call's hit rate is the gauge's mean over the call
 (``core.backend_load``). Its ``sglang:num_retracted_reqs`` is a gauge of the last batch, not a
 count, so preemptions come from the ``_total`` counter.
 
 A server serving several models (or several engines) has one series per label set: counts and
 counters are summed over them, KV-cache use is the highest, SGLang's hit rate the mean. The
 models are the ``model_name`` labels. The parser names a counter's family without ``_total``
-but keeps it on the samples; samples are matched by name, with ``_total`` taken off.
+but keeps it on the samples; samples are matched by name, with ``_total`` taken off and the
+underscore OpenMetrics writes for the prefix's colon (``vllm_num_requests_running``) read as it.
 """
 
 from __future__ import annotations
@@ -44,8 +48,8 @@ _SERIES: dict[str, tuple[str, ...]] = {
     "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
     "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
     "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
-    "prefix_cache_queries": ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"),
-    "prefix_cache_hits": ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"),
+    "prefix_cache_queries": ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries", "sglang:prompt_tokens"),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits", "sglang:cached_tokens"),
     "prefix_cache_hit_rate": ("sglang:cache_hit_rate",),
     "preemptions": ("vllm:num_preemptions", "sglang:num_retracted_requests"),
 }
@@ -100,7 +104,16 @@ def load_sample_from_text(text: str, source: str, time_ns: int) -> LoadSample:
 
 
 def _base_name(name: str) -> str:
+    # OpenMetrics exposition (prometheus_client's, when asked for it) spells the prefix's colon as
+    # an underscore: "vllm_num_requests_running".
+    for prefix in _PREFIXES:
+        if name.startswith(prefix + "_"):
+            name = prefix + ":" + name[len(prefix) + 1 :]
+            break
     return name[: -len("_total")] if name.endswith("_total") else name
+
+
+_PREFIXES = ("vllm", "sglang")
 
 
 def _combine(field: str, values: Iterable[float]) -> float:
