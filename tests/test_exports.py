@@ -24,8 +24,13 @@ import pytest
 
 from otel_agent_profiler.cli import main
 from otel_agent_profiler.core import SpanKind, SpanProfile, SpanRecord, TraceProfile, profile_records
+from otel_agent_profiler.core.pricing import offline_prices
+from otel_agent_profiler.offline import load_profiles
 from otel_agent_profiler.report.chrome_trace import FLOW_CATEGORY, assign_lanes, to_chrome_trace
 from otel_agent_profiler.report.speedscope import SCHEMA_URL, to_speedscope
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from agent_traces import generate_runs, otlp_document
 
 DATA = Path(__file__).resolve().parent / "data"
 SPEEDSCOPE_SCHEMA = json.loads((DATA / "speedscope-file-format-schema.json").read_text(encoding="utf-8"))
@@ -428,6 +433,20 @@ def test_cli_exports_speedscope(trace_file: Path, tmp_path: Path, capsys: pytest
     check_speedscope(document, traces)
     assert document["name"] == "runs.otlp.json"
     assert capsys.readouterr().err == ""
+
+
+def test_cli_speedscope_written_a_trace_at_a_time_is_the_whole_document(tmp_path: Path) -> None:
+    """export streams the speedscope document (frames after the profiles, each profile freed once
+    written): parsed, it is the document ``to_speedscope`` builds whole, and the same on stdout."""
+    runs = [span for run in generate_runs(12, seed=8) for span in run]
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(otlp_document(runs)), encoding="utf-8")
+    out = tmp_path / "out.speedscope.json"
+    assert main(["export", str(path), "--format", "speedscope", "--output", str(out)]) == 0
+    expected = to_speedscope(load_profiles([str(path)], prices=offline_prices(None)).profiles, name="runs.json")
+    assert json.loads(out.read_bytes()) == expected
+    assert len(expected["profiles"]) > 24 and len(expected["shared"]["frames"]) > 10
+    assert out.read_bytes().endswith(b"}\n")
 
 
 def test_cli_exports_one_chrome_trace_to_stdout(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,7 +27,7 @@ would repeat each span's whole stack).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .._version import __version__
@@ -40,7 +40,28 @@ UNIT = "nanoseconds"
 
 def to_speedscope(profiles: Sequence[TraceProfile], name: str = "otel-agent-profiler") -> dict[str, Any]:
     """The speedscope document of ``profiles``; see the module documentation."""
+    document = speedscope_document(profiles, name)
+    document["profiles"] = list(document["profiles"])
+    return document
+
+
+def speedscope_document(profiles: Iterable[TraceProfile], name: str = "otel-agent-profiler") -> dict[str, Any]:
+    """The speedscope document of ``profiles`` with ``profiles`` an iterator that builds them one
+    at a time, for ``json_stream.write_compact_document``: the shared frames come after them in
+    the document, and are complete once the iterator is."""
     frames: list[dict[str, Any]] = []
+    return {
+        "$schema": SCHEMA_URL,
+        "name": name,
+        "exporter": f"otel-agent-profiler {__version__}",
+        "activeProfileIndex": 0,
+        "profiles": _profiles(profiles, frames),
+        "shared": {"frames": frames},
+    }
+
+
+def _profiles(profiles: Iterable[TraceProfile], frames: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Each trace's lanes and critical path as speedscope profiles; ``frames`` gets their frames."""
     frame_index: dict[tuple[str, str], int] = {}
 
     def frame_of(span: SpanProfile) -> int:
@@ -51,7 +72,6 @@ def to_speedscope(profiles: Sequence[TraceProfile], name: str = "otel-agent-prof
             frames.append({"name": span.name, "file": span.category})
         return index
 
-    documents: list[dict[str, Any]] = []
     for profile in profiles:
         spans = profile.spans
         frame = [frame_of(span) for span in spans]
@@ -63,25 +83,15 @@ def to_speedscope(profiles: Sequence[TraceProfile], name: str = "otel-agent-prof
                 span = spans[index]
                 at = (span.start_ns if opening else span.end_ns) - origin
                 events.append({"type": "O" if opening else "C", "frame": frame[index], "at": at})
-            documents.append(
-                {
-                    "type": "evented",
-                    "name": f"{profile.trace_id} lane {k}",
-                    "unit": UNIT,
-                    "startValue": 0,
-                    "endValue": profile.duration_ns,
-                    "events": events,
-                }
-            )
-        documents.append(_critical_path_profile(profile, frame))
-    return {
-        "$schema": SCHEMA_URL,
-        "name": name,
-        "exporter": f"otel-agent-profiler {__version__}",
-        "activeProfileIndex": 0,
-        "shared": {"frames": frames},
-        "profiles": documents,
-    }
+            yield {
+                "type": "evented",
+                "name": f"{profile.trace_id} lane {k}",
+                "unit": UNIT,
+                "startValue": 0,
+                "endValue": profile.duration_ns,
+                "events": events,
+            }
+        yield _critical_path_profile(profile, frame)
 
 
 def _critical_path_profile(profile: TraceProfile, frame: list[int]) -> dict[str, Any]:
