@@ -438,7 +438,13 @@ def _assert_enriched_once(stdout: str) -> dict[str, dict[str, Any]]:
     assert names == ["chat gpt-4o", "execute_tool search", "invoke_agent planner"], names
     by_name = {s["name"]: s for s in spans}
     for span in spans:
-        optional = {attr.TIME_TO_FIRST_TOKEN_MS, attr.COST_USD, attr.CONTEXT_WINDOW_USE, *attr.LLM_PHASE_ATTRIBUTES}
+        optional = {
+            attr.TIME_TO_FIRST_TOKEN_MS,
+            attr.COST_USD,
+            attr.CONTEXT_WINDOW_USE,
+            *attr.LLM_PHASE_ATTRIBUTES,
+            *attr.BACKEND_ATTRIBUTES,
+        }
         for key in set(attr.SPAN_ATTRIBUTES) - optional:
             assert key in span["attributes"], (span["name"], key)
     root = by_name["invoke_agent planner"]["attributes"]
