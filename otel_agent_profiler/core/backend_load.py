@@ -23,7 +23,6 @@ shows the same loads.
 from __future__ import annotations
 
 import bisect
-import math
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from .categories import LLM
 from .models import model_family
-from .records import AttributeValue
+from .records import AttributeValue, non_negative_number
 
 if TYPE_CHECKING:
     from .profile import SpanProfile, TraceProfile
@@ -275,29 +274,22 @@ def recorded_backend_load(attributes: Mapping[str, AttributeValue]) -> BackendLo
     Values of the wrong type are left out rather than trusted; without a sample count the span
     has no load.
     """
-    samples = _number(attributes.get(BACKEND_SAMPLES))
+    samples = non_negative_number(attributes.get(BACKEND_SAMPLES))
     if samples is None or samples < 1:
         return None
     source = attributes.get(BACKEND_SOURCE)
-    preemptions = _number(attributes.get(BACKEND_PREEMPTIONS))
+    preemptions = non_negative_number(attributes.get(BACKEND_PREEMPTIONS))
     return BackendLoad(
         source=source if isinstance(source, str) else "",
         samples=int(samples),
-        running_mean=_number(attributes.get(BACKEND_RUNNING)),
-        running_max=_number(attributes.get(BACKEND_RUNNING_MAX)),
-        waiting_mean=_number(attributes.get(BACKEND_WAITING)),
-        waiting_max=_number(attributes.get(BACKEND_WAITING_MAX)),
-        kv_cache_usage_max=_number(attributes.get(BACKEND_KV_CACHE_USAGE_MAX)),
-        prefix_cache_hit_rate=_number(attributes.get(BACKEND_PREFIX_CACHE_HIT_RATE)),
+        running_mean=non_negative_number(attributes.get(BACKEND_RUNNING)),
+        running_max=non_negative_number(attributes.get(BACKEND_RUNNING_MAX)),
+        waiting_mean=non_negative_number(attributes.get(BACKEND_WAITING)),
+        waiting_max=non_negative_number(attributes.get(BACKEND_WAITING_MAX)),
+        kv_cache_usage_max=non_negative_number(attributes.get(BACKEND_KV_CACHE_USAGE_MAX)),
+        prefix_cache_hit_rate=non_negative_number(attributes.get(BACKEND_PREFIX_CACHE_HIT_RATE)),
         preemptions=round(preemptions) if preemptions is not None else None,
     )
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) and number >= 0 else None
 
 
 @dataclass(frozen=True, slots=True)

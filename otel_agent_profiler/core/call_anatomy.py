@@ -23,14 +23,13 @@ by how much. Without server spans nothing here changes a profile.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .categories import LLM
 from .genai import token_usage_of
 from .profile import Anomaly, SpanProfile, TraceProfile
-from .records import AttributeValue, SpanKind, SpanRecord
+from .records import AttributeValue, SpanKind, SpanRecord, seconds_as_ns
 
 QUEUE_SECONDS = "gen_ai.latency.time_in_queue"
 TIME_TO_FIRST_TOKEN_SECONDS = "gen_ai.latency.time_to_first_token"
@@ -95,16 +94,6 @@ class LlmPhases:
         }
 
 
-def _seconds_ns(attributes: Mapping[str, AttributeValue], key: str) -> int | None:
-    value = attributes.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    nanoseconds = value * 1e9
-    if not math.isfinite(nanoseconds) or nanoseconds < 0:
-        return None
-    return round(nanoseconds)
-
-
 def is_server_span(record: SpanRecord) -> bool:
     """Whether a span is an inference server's record of a request: a SERVER span with ``gen_ai.latency.*``.
 
@@ -122,12 +111,12 @@ def server_phases_ns(attributes: Mapping[str, AttributeValue]) -> tuple[int, int
     Prefill falls back to time to first token minus queue, or inference minus decode; decode
     to end-to-end minus time to first token, or inference minus prefill.
     """
-    queue = _seconds_ns(attributes, QUEUE_SECONDS)
-    prefill = _seconds_ns(attributes, PREFILL_SECONDS)
-    decode = _seconds_ns(attributes, DECODE_SECONDS)
-    ttft = _seconds_ns(attributes, TIME_TO_FIRST_TOKEN_SECONDS)
-    e2e = _seconds_ns(attributes, E2E_SECONDS)
-    inference = _seconds_ns(attributes, INFERENCE_SECONDS)
+    queue = seconds_as_ns(attributes.get(QUEUE_SECONDS))
+    prefill = seconds_as_ns(attributes.get(PREFILL_SECONDS))
+    decode = seconds_as_ns(attributes.get(DECODE_SECONDS))
+    ttft = seconds_as_ns(attributes.get(TIME_TO_FIRST_TOKEN_SECONDS))
+    e2e = seconds_as_ns(attributes.get(E2E_SECONDS))
+    inference = seconds_as_ns(attributes.get(INFERENCE_SECONDS))
     if prefill is None:
         if ttft is not None:
             prefill = max(0, ttft - (queue or 0))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .categories import AGENT, EMBEDDING, LLM, RETRIEVAL, TOOL
 from .fast_pickle import pickled_by_fields
 from .models import model_family
-from .records import AttributeValue, SpanEvent
+from .records import AttributeValue, SpanEvent, seconds_as_ns
 
 _MODEL_KEYS = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name", "llm.request.model")
 _TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
@@ -222,10 +222,7 @@ def time_to_first_token_ns(
         if first is not None:
             return max(0, first - start_ns)
     for key in _TTFC_SECONDS_KEYS:
-        seconds = attributes.get(key)
-        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0:
-            # A NaN fails the comparison above; an infinity, or a float too large for the product, is no time.
-            nanoseconds = seconds * 1e9
-            if math.isfinite(nanoseconds):
-                return round(nanoseconds)
+        nanoseconds = seconds_as_ns(attributes.get(key))
+        if nanoseconds is not None:
+            return nanoseconds
     return None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .genai import TokenUsage, strip_snapshot
+from .records import non_negative_number
 
 _PER_TOKEN = 1e-6
 
@@ -25,10 +26,7 @@ RECORDED_COST_ATTRIBUTE = "agent_profiler.cost_usd"
 
 def recorded_cost_usd(attributes: Mapping[str, object]) -> float | None:
     """The recorded cost in ``attributes``, or None when there is none or it is not a usable amount."""
-    value = attributes.get(RECORDED_COST_ATTRIBUTE)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        return None
-    return float(value)
+    return non_negative_number(attributes.get(RECORDED_COST_ATTRIBUTE))
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,39 @@ Every source (a live ``ReadableSpan``, OTLP JSON, Jaeger JSON, ...) is turned in
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
 AttributeValue = Union[str, bool, int, float, None, Sequence["AttributeValue"], Mapping[str, "AttributeValue"]]  # noqa: UP007
+
+
+def non_negative_number(value: object) -> float | None:
+    """An attribute's value as a float when it is a finite number of at least 0 (a bool is not), else None.
+
+    Attributes come from other people's instrumentations and files: a string, NaN, a negative or
+    an integer too large for a float is no amount of anything.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def seconds_as_ns(value: object) -> int | None:
+    """An attribute's value in seconds as whole nanoseconds, when it is a usable amount (see
+    ``non_negative_number``) whose nanoseconds are finite too; else None."""
+    seconds = non_negative_number(value)
+    if seconds is None:
+        return None
+    nanoseconds = seconds * 1e9
+    return round(nanoseconds) if math.isfinite(nanoseconds) else None
+
+
 Attributes = Mapping[str, AttributeValue]
 
 
