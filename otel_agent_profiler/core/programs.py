@@ -35,6 +35,7 @@ from typing import Any
 
 from .backend_load import LoadSummary, summarize_loads
 from .categories import AGENT, CATEGORIES
+from .percentiles import percentile
 from .profile import TraceProfile
 from .records import StatusCode
 
@@ -168,7 +169,7 @@ class _Program:
             }
             for index, name in enumerate(CATEGORIES)
         }
-        recent = sorted(self.recent_durations_ns)
+        recent = self.recent_durations_ns
         phases = None
         if self.phase_traces:
             per_phase_trace_ms = self.phase_traces * _NS_PER_MS
@@ -250,14 +251,6 @@ def _highest(kept: float | None, value: float) -> float:
 
 _SEQUENCES = ("category_critical_path_ns", "category_self_time_ns", "phases_ns", "recent_durations_ns")
 _SCALARS = tuple(name for name in _Program.__slots__ if name not in _SEQUENCES)
-
-
-def percentile(ordered: list[int], fraction: float) -> float:
-    """The ``fraction`` percentile of sorted values, interpolated between the two nearest ranks (as numpy does)."""
-    position = (len(ordered) - 1) * fraction
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 class ProgramAverages:

@@ -6,7 +6,6 @@ lines); what a reader wants first is what is typical and what keeps coming back.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, cast
@@ -30,6 +29,7 @@ from ..core.findings import (
     Finding,
 )
 from ..core.genai import TokenUsage
+from ..core.percentiles import percentile
 from ..core.profile import CategoryStats, OperationStats, TraceProfile
 from ..core.split_traces import Counted, SplitLLMCall, TraceCalls, calls_of, cross_trace_totals, find_split_llm_calls
 from ..core.units import format_duration, format_usd, plural
@@ -104,17 +104,6 @@ class TraceTotals:
             profile.operations,
             calls_of(profile),
         )
-
-
-def percentile(values: Sequence[float], fraction: float) -> float:
-    """The ``fraction`` percentile of ``values``, interpolated between the two nearest ranks (as numpy does)."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * fraction
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def split_calls_note(splits: Sequence[SplitLLMCall]) -> str | None:
