@@ -37,23 +37,78 @@ underscore OpenMetrics writes for the prefix's colon (``vllm_num_requests_runnin
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from dataclasses import dataclass
 
 from ..core.backend_load import LoadSample
 
-__all__ = ["MetricsTextError", "load_sample_from_text"]
+__all__ = [
+    "AVG",
+    "LOAD_METRICS",
+    "MAX",
+    "SCRAPE_FALLBACKS",
+    "SUM",
+    "LoadMetric",
+    "MetricsTextError",
+    "load_sample_from_text",
+]
 
-#: Each field's series, by preference: the first one a server publishes is used.
-_SERIES: dict[str, tuple[str, ...]] = {
-    "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
-    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
-    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
-    "prefix_cache_queries": ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries", "sglang:prompt_tokens"),
-    "prefix_cache_hits": ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits", "sglang:cached_tokens"),
-    "prefix_cache_hit_rate": ("sglang:cache_hit_rate",),
-    "preemptions": ("vllm:num_preemptions", "sglang:num_retracted_requests"),
-}
-_FIELD_OF = {name: field for field, names in _SERIES.items() for name in names}
+#: How a server's series of one name are combined (PromQL's operators of the same names).
+SUM = "sum"
+MAX = "max"
+AVG = "avg"
+
+
+@dataclass(frozen=True)
+class LoadMetric:
+    """One field of a ``LoadSample`` and the metric names that give it, in order of preference.
+
+    Attributes:
+        field: The ``LoadSample`` attribute.
+        names: The names as exposed (counters with ``_total``), vLLM's then SGLang's; a server
+            with several gets the first it has.
+        aggregation: How a server's series of one name are combined: ``SUM`` (counts and
+            counters), ``MAX`` (the fullest KV cache) or ``AVG`` (a hit rate).
+    """
+
+    field: str
+    names: tuple[str, ...]
+    aggregation: str = SUM
+
+
+#: What both readers read: the poller here, and ``stores.prometheus`` from a Prometheus.
+LOAD_METRICS = (
+    LoadMetric("running", ("vllm:num_requests_running", "sglang:num_running_reqs")),
+    LoadMetric("waiting", ("vllm:num_requests_waiting", "sglang:num_queue_reqs")),
+    LoadMetric("kv_cache_usage", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"), MAX),
+    LoadMetric("prefix_cache_queries", ("vllm:prefix_cache_queries_total", "sglang:prompt_tokens_total")),
+    LoadMetric("prefix_cache_hits", ("vllm:prefix_cache_hits_total", "sglang:cached_tokens_total")),
+    LoadMetric("preemptions", ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total")),
+)
+#: Read from a scrape only, as fallbacks: older vLLM's prefix-cache counters, and SGLang's
+#: hit-rate gauge for releases without the cached-tokens counter.
+SCRAPE_FALLBACKS = (
+    LoadMetric("prefix_cache_queries", ("vllm:gpu_prefix_cache_queries_total",)),
+    LoadMetric("prefix_cache_hits", ("vllm:gpu_prefix_cache_hits_total",)),
+    LoadMetric("prefix_cache_hit_rate", ("sglang:cache_hit_rate",), AVG),
+)
+
+
+def _base_name(name: str) -> str:
+    # OpenMetrics exposition (prometheus_client's, when asked for it) spells the prefix's colon as
+    # an underscore: "vllm_num_requests_running".
+    for prefix in _PREFIXES:
+        if name.startswith(prefix + "_"):
+            name = prefix + ":" + name[len(prefix) + 1 :]
+            break
+    return name[: -len("_total")] if name.endswith("_total") else name
+
+
+_PREFIXES = ("vllm", "sglang")
+#: Each field's names (as matched: without ``_total``) by preference, and how they combine.
+_SERIES: dict[str, tuple[list[str], str]] = {}
+for _metric in (*LOAD_METRICS, *SCRAPE_FALLBACKS):
+    _SERIES.setdefault(_metric.field, ([], _metric.aggregation))[0].extend(map(_base_name, _metric.names))
+_FIELD_OF = {name: field for field, (names, _) in _SERIES.items() for name in names}
 _MODEL_LABEL = "model_name"
 
 
@@ -91,10 +146,10 @@ def load_sample_from_text(text: str, source: str, time_ns: int) -> LoadSample:
     except Exception as exc:  # the parser raises ValueError and others on malformed lines
         raise MetricsTextError(f"not Prometheus text exposition ({type(exc).__name__}: {exc})") from None
     fields: dict[str, float] = {}
-    for field, names in _SERIES.items():
+    for field, (names, aggregation) in _SERIES.items():
         found = next((values[name] for name in names if name in values), None)
         if found is not None:
-            fields[field] = _combine(field, found)
+            fields[field] = _combine(aggregation, found)
     if not fields and not declared:
         raise MetricsTextError(
             "no vLLM or SGLang load metrics in it (looked for vllm:num_requests_running, "
@@ -103,24 +158,10 @@ def load_sample_from_text(text: str, source: str, time_ns: int) -> LoadSample:
     return LoadSample(time_ns=time_ns, source=source, models=tuple(models), **fields)
 
 
-def _base_name(name: str) -> str:
-    # OpenMetrics exposition (prometheus_client's, when asked for it) spells the prefix's colon as
-    # an underscore: "vllm_num_requests_running".
-    for prefix in _PREFIXES:
-        if name.startswith(prefix + "_"):
-            name = prefix + ":" + name[len(prefix) + 1 :]
-            break
-    return name[: -len("_total")] if name.endswith("_total") else name
-
-
-_PREFIXES = ("vllm", "sglang")
-
-
-def _combine(field: str, values: Iterable[float]) -> float:
-    """One value from a series' label sets: the fullest cache, the mean hit rate, else the sum."""
-    values = list(values)
-    if field == "kv_cache_usage":
+def _combine(aggregation: str, values: list[float]) -> float:
+    """One value from a series' label sets, as ``aggregation`` says."""
+    if aggregation == MAX:
         return max(values)
-    if field == "prefix_cache_hit_rate":
+    if aggregation == AVG:
         return sum(values) / len(values)
     return sum(values)

@@ -7,17 +7,10 @@ HTTP API's matrix answer: ``{"status": "success", "data": {"resultType": "matrix
 ``core.backend_load.LoadSample``\\ s, one server per ``instance`` label, and attaches the load each
 LLM call met (``core.backend_load.attach_backend_load``).
 
-The metrics, vLLM's name first, then SGLang's (``python/sglang/srt/metrics/collector.py``):
-
-* running requests: ``vllm:num_requests_running``, ``sglang:num_running_reqs``;
-* waiting requests: ``vllm:num_requests_waiting``, ``sglang:num_queue_reqs``;
-* KV-cache use, 0 to 1: ``vllm:kv_cache_usage_perc`` (older vLLM: ``vllm:gpu_cache_usage_perc``),
-  ``sglang:token_usage``;
-* prefix-cache queries and hits, in prompt tokens: ``vllm:prefix_cache_queries_total`` and
-  ``vllm:prefix_cache_hits_total``; SGLang's ``sglang:prompt_tokens_total`` and
-  ``sglang:cached_tokens_total`` (its ``sglang:cache_hit_rate`` gauge covers only the last
-  prefill batch, so it is not used);
-* preemptions: ``vllm:num_preemptions_total``, ``sglang:num_retracted_requests_total``.
+The metrics are those a scrape of the server is read for (``adapters.prometheus_metrics.LOAD_METRICS``):
+running and waiting requests, KV-cache use, the prefix-cache query and hit counters (SGLang's
+prompt and cached tokens; its ``sglang:cache_hit_rate`` gauge covers only the last prefill batch,
+so it is not used here), and preemptions. The scrape's fallbacks for older releases are not read.
 
 Each name is also read with an underscore for its colon (see :func:`query`). Series of one
 server that differ in other labels (``model_name``, an engine or data-parallel
@@ -33,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..adapters.prometheus_metrics import LOAD_METRICS, MAX, LoadMetric
 from ..core.backend_load import DEFAULT_MAX_GAP_NS, LoadHistory, LoadSample, attach_backend_load
 from ..core.categories import LLM
 from ..core.profile import TraceProfile
@@ -52,36 +46,8 @@ WINDOW_GAP_NS = 300_000_000_000
 MAX_WINDOWS = 16
 
 _NS_PER_S = 1_000_000_000
-_SUM = "sum"
-_MAX = "max"
 _LABEL_MATCHER = r'[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"'
 _MATCHERS = re.compile(rf"\s*{_LABEL_MATCHER}\s*(?:,\s*{_LABEL_MATCHER}\s*)*,?\s*")
-
-
-@dataclass(frozen=True)
-class LoadMetric:
-    """One field of a ``LoadSample`` and the metric names that give it, in order of preference.
-
-    Attributes:
-        field: The ``LoadSample`` attribute.
-        names: vLLM's names, then SGLang's; a server with several gets the first it has.
-        aggregation: How a server's series of one name are combined: ``sum`` or ``max``.
-    """
-
-    field: str
-    names: tuple[str, ...]
-    aggregation: str = _SUM
-
-
-#: What is read, one query per name.
-LOAD_METRICS = (
-    LoadMetric("running", ("vllm:num_requests_running", "sglang:num_running_reqs")),
-    LoadMetric("waiting", ("vllm:num_requests_waiting", "sglang:num_queue_reqs")),
-    LoadMetric("kv_cache_usage", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"), _MAX),
-    LoadMetric("prefix_cache_queries", ("vllm:prefix_cache_queries_total", "sglang:prompt_tokens_total")),
-    LoadMetric("prefix_cache_hits", ("vllm:prefix_cache_hits_total", "sglang:cached_tokens_total")),
-    LoadMetric("preemptions", ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total")),
-)
 
 
 def label_matchers(selector: str) -> str:
@@ -224,7 +190,7 @@ def fetch_load_history(
                 if previous is None:
                     values[time_ns] = value
                 else:
-                    values[time_ns] = max(previous, value) if metric.aggregation == _MAX else previous + value
+                    values[time_ns] = max(previous, value) if metric.aggregation == MAX else previous + value
     points = sum(window.points for window in windows)
     longest_step_ns = max((window.step_s for window in windows), default=1) * _NS_PER_S
     history = LoadHistory(max_samples=points + 1, max_gap_ns=max(DEFAULT_MAX_GAP_NS, round(2.5 * longest_step_ns)))
