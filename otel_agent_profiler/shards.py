@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import pickle
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -231,8 +231,3 @@ def profiles_of_shard(
         groups = {trace_id: spans for trace_id, spans in groups.items() if trace_id in only}
     error_lines: list[str] = []
     return profile_groups(groups, classifier, prices, error_lines.append), error_lines
-
-
-def iter_shard_indexes(partitioned: Partitioned) -> Iterator[int]:
-    """The shards that hold records."""
-    return (index for index in range(partitioned.shards) if partitioned.shard_path(index).exists())
