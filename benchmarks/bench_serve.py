@@ -57,6 +57,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 
@@ -255,7 +256,7 @@ def send_all(grpc_port: int, bodies: list[bytes], clients: int, timeout: float) 
             call(b"", timeout=20)
         next_index = 0
         lock = threading.Lock()
-        errors: list[BaseException] = []
+        errors: list[str] = []
         deadline = time.monotonic() + timeout
 
         def worker(call) -> None:  # type: ignore[no-untyped-def]
@@ -268,27 +269,32 @@ def send_all(grpc_port: int, bodies: list[bytes], clients: int, timeout: float) 
                     return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    errors.append(TimeoutError(f"sending took longer than {timeout:.0f}s"))
+                    errors.append(repr(TimeoutError(f"sending took longer than {timeout:.0f}s")))
                     return
                 try:
                     call(bodies[index], timeout=min(remaining, 60))
                 except grpc.RpcError as exc:
-                    errors.append(exc)
+                    errors.append(repr(exc))
                     return
 
-        threads = [threading.Thread(target=worker, args=(call,), daemon=True) for call in calls]
-        started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout + 60)
-        elapsed = time.perf_counter() - started
-        if errors:
-            raise SystemExit(f"a request failed: {errors[0]!r}")
-        return elapsed
+        return _timed_senders(worker, calls, timeout, errors)
     finally:
         for channel in channels:
             channel.close()
+
+
+def _timed_senders(worker: Callable[[Any], None], clients: Sequence[Any], timeout: float, errors: list[str]) -> float:
+    """Seconds for one thread per client to run ``worker(client)``; exits if a request failed."""
+    threads = [threading.Thread(target=worker, args=(client,), daemon=True) for client in clients]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout + 60)
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise SystemExit(f"a request failed: {errors[0]}")
+    return elapsed
 
 
 def send_all_http(http_port: int, bodies: list[bytes], clients: int, timeout: float) -> float:
@@ -326,16 +332,7 @@ def send_all_http(http_port: int, bodies: list[bytes], clients: int, timeout: fl
                     errors.append(f"HTTP {response.status}")
                     return
 
-        threads = [threading.Thread(target=worker, args=(c,), daemon=True) for c in connections]
-        started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout + 60)
-        elapsed = time.perf_counter() - started
-        if errors:
-            raise SystemExit(f"a request failed: {errors[0]}")
-        return elapsed
+        return _timed_senders(worker, connections, timeout, errors)
     finally:
         for connection in connections:
             connection.close()
