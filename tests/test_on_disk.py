@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from otel_agent_profiler import shards
+from otel_agent_profiler.adapters import files
 from otel_agent_profiler.cli import main
 from otel_agent_profiler.cli.analyze_on_disk import NOT_ON_DISK
 
@@ -123,6 +124,28 @@ def test_large_json_lines_inputs_go_on_disk_by_default(inputs: list[str], monkey
     assert shards.on_disk_wanted(inputs, None)
     assert not shards.on_disk_wanted([inputs[2]], None), "one JSON document is read whole anyway"
     assert not shards.on_disk_wanted(inputs, False)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 20])
+def test_json_lines_are_told_from_one_document_at_any_chunk_boundary(
+    inputs: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    # The scan for a second line reads in chunks, so a whole document on one line is never held.
+    monkeypatch.setattr(files, "_SCAN_CHUNK", chunk)
+    line = json.dumps(otlp_document([span for run in generate_runs(1, seed=3) for span in run]))
+    cases = {
+        "one document": (line, False),
+        "one document and a newline": (line + "\n\n  \n", False),
+        "blank lines first": ("\n \n" + line + "\n", False),
+        "two lines": (line + "\n" + line + "\n", True),
+        "two lines, blank between": (line + "\n\n \n" + line, True),
+        "two lines, not OTLP": ('{"a": 1}\n{"b": 2}\n', False),
+    }
+    for name, (text, expected) in cases.items():
+        path = tmp_path / "input.json"
+        path.write_text(text, encoding="utf-8")
+        assert files.looks_like_json_lines(path) is expected, name
+    assert files.looks_like_json_lines(inputs[0]) and not files.looks_like_json_lines(inputs[2])
 
 
 def test_temporary_files_are_removed(inputs: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

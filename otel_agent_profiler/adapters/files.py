@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -252,9 +252,12 @@ def _line_records(
 def looks_like_json_lines(path: str | Path) -> bool:
     """Whether the file at ``path`` reads as JSON Lines of OTLP (one of its first two lines is a
     whole OTLP document, and it has a second line), without reading all of it."""
-    lines: list[bytes] = []
     try:
         with open(path, "rb") as stream:
+            if not _has_second_line(stream):
+                return False
+            stream.seek(0)
+            lines: list[bytes] = []
             for line in stream:
                 if line.strip():
                     lines.append(
@@ -264,9 +267,33 @@ def looks_like_json_lines(path: str | Path) -> bool:
                     break
     except OSError:
         return False
-    if len(lines) < 2:
-        return False
     return any(records is not None or _is_otlp(document) for records, document in map(_decode_line, lines))
+
+
+_SCAN_CHUNK = 1 << 20
+
+
+def _has_second_line(stream: BinaryIO) -> bool:
+    """Whether a line with content follows the first line with content, read a chunk at a time: a
+    whole OTLP document is one line of up to gigabytes, which reading line by line would hold."""
+    finished_lines = 0  # lines with content seen to their end
+    in_content = False  # the current line has content so far
+    while chunk := stream.read(_SCAN_CHUNK):
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if piece.strip():
+                if finished_lines:
+                    return True
+                in_content = True
+            if end < 0:
+                break
+            if in_content:
+                finished_lines += 1
+                in_content = False
+            start = end + 1
+    return False
 
 
 def iter_json_lines(
