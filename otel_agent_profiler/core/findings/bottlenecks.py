@@ -13,7 +13,7 @@ from .base import (
     FindingOptions,
     _at,
     _percent,
-    _projected,
+    _removed_and_halved,
     _share,
     format_duration,
     where,
@@ -111,8 +111,7 @@ def _suggestion(category: str, operation: str, spans: list[SpanProfile]) -> str:
 
 def _bottleneck(profile: TraceProfile, spans: list[SpanProfile], scope: str) -> Finding:
     critical = sum(s.critical_path_ns for s in spans)
-    removed, saving = _projected(profile, spans, 0.0)
-    halved, saving_2x = _projected(profile, spans, 0.5)
+    removed, saving, halved, saving_2x = _removed_and_halved(profile, spans)
     share = _share(critical, profile.critical_path_ns)
     first = spans[0]
     # An inference server's span (and the HTTP span above it) is part of its client's call.
@@ -168,8 +167,7 @@ def find_slow_tools(profile: TraceProfile, options: FindingOptions = DEFAULT_OPT
         if span.self_time_ns < threshold_ns and span.self_time_ns < options.slow_tool_share * duration:
             continue
         share = _share(span.self_time_ns, duration)
-        removed, saving = _projected(profile, [span], 0.0)
-        halved, saving_2x = _projected(profile, [span], 0.5)
+        removed, saving, halved, saving_2x = _removed_and_halved(profile, [span])
         took = (
             f"Tool {span.operation} took {format_duration(span.self_time_ns)} itself "
             f"({_percent(span.self_time_ns / duration)} of the trace)"
