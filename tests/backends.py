@@ -33,6 +33,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -125,12 +126,21 @@ def wait_until(
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
     """GET ``url``; returns (status, body) for any HTTP status, raises OSError when nothing answers."""
+    status, _, body = http_exchange(url, timeout=timeout)
+    return status, body
+
+
+def http_exchange(
+    request: urllib.request.Request | str, *, timeout: float = 10.0, context: ssl.SSLContext | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """Send ``request`` (or GET a URL); returns (status, headers, body) for any HTTP status, raises
+    OSError when nothing answers."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.status, resp.read()
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
+            return resp.status, dict(resp.headers), resp.read()
     except urllib.error.HTTPError as err:
         with err:
-            return err.code, err.read()
+            return err.code, dict(err.headers), err.read()
 
 
 _RUN_DIR: Path | None = None

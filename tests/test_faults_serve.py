@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 import pytest
-from backends import free_port, free_ports, port_open, wait_until
+from backends import free_port, free_ports, http_exchange, port_open, wait_until
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -152,12 +152,7 @@ def _post(port: int, body: bytes, headers: dict[str, str] | None = None) -> tupl
         headers={"Content-Type": "application/x-protobuf", **(headers or {})},
         method="POST",
     )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as err:
-        with err:
-            return err.code, dict(err.headers), err.read()
+    return http_exchange(request)
 
 
 class Sender:

@@ -19,7 +19,17 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 import pytest
-from backends import BackendProcess, Rotel, artifact_dir, free_port, free_ports, http_get, port_open, wait_until
+from backends import (
+    BackendProcess,
+    Rotel,
+    artifact_dir,
+    free_port,
+    free_ports,
+    http_exchange,
+    http_get,
+    port_open,
+    wait_until,
+)
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -217,13 +227,8 @@ def _post(port: int, body: bytes) -> tuple[int, dict[str, str]]:
         headers={"Content-Type": "application/x-protobuf"},
         method="POST",
     )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            response.read()
-            return response.status, dict(response.headers)
-    except urllib.error.HTTPError as err:
-        with err:
-            return err.code, dict(err.headers)
+    status, headers, _ = http_exchange(request)
+    return status, headers
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])

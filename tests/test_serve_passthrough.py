@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 import pytest
-from backends import Rotel, wait_until
+from backends import Rotel, http_exchange, wait_until
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
@@ -72,21 +72,13 @@ def _post(port: int, path: str, body: bytes, content_type: str, token: str | Non
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as err:
-        with err:
-            return err.code, err.read()
+    status, _, body = http_exchange(request)
+    return status, body
 
 
 def _get(port: int, path: str) -> tuple[int, dict[str, str], Any]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
-            return response.status, dict(response.headers), json.loads(response.read())
-    except urllib.error.HTTPError as err:
-        with err:
-            return err.code, dict(err.headers), json.loads(err.read())
+    status, headers, body = http_exchange(f"http://127.0.0.1:{port}{path}")
+    return status, headers, json.loads(body)
 
 
 def _send_all_ways(service: ProfilingService, tag: str) -> None:

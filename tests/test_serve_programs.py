@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from backends import BackendProcess, artifact_dir, free_ports, port_open, wait_until
+from backends import BackendProcess, artifact_dir, free_ports, http_exchange, port_open, wait_until
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -63,13 +63,7 @@ def send_agent_runs(exporter: SpanExporter, service: str, agent: str, runs: Sequ
 
 
 def _get(url: str, headers: dict[str, str] | None = None, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
-    request = urllib.request.Request(url, headers=headers or {}, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as err:
-        with err:
-            return err.code, dict(err.headers), err.read()
+    return http_exchange(urllib.request.Request(url, headers=headers or {}, method=method))
 
 
 def _traces_profiled(base: str) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 import pytest
-from backends import http_get
+from backends import http_exchange, http_get
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -60,12 +60,7 @@ def _post(service: ProfilingService, body: bytes, content_type: str) -> tuple[in
         headers={"Content-Type": content_type},
         method="POST",
     )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as err:
-        with err:
-            return err.code, dict(err.headers), err.read()
+    return http_exchange(request)
 
 
 def _grpc_export(service: ProfilingService, body: bytes) -> grpc.StatusCode:
@@ -186,14 +181,7 @@ def test_gzip_bodies_are_accepted_and_their_decompressed_size_limited(service: P
             headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"},
             method="POST",
         )
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                response.read()
-                status = response.status
-        except urllib.error.HTTPError as err:
-            with err:
-                status = err.code
-        assert status == expected
+        assert http_exchange(request)[0] == expected
     assert _wait_profiled(service, 3)["counts"]["received"] == 3
 
 

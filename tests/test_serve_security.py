@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 import pytest
+from backends import http_exchange
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
@@ -124,12 +125,7 @@ def _request(
 ) -> tuple[int, dict[str, str], bytes]:
     all_headers = {"Content-Type": "application/x-protobuf", **(headers or {})}
     request = urllib.request.Request(url, data=body, headers=all_headers, method="POST" if body else "GET")
-    try:
-        with urllib.request.urlopen(request, timeout=10, context=context) as response:
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as err:
-        with err:
-            return err.code, dict(err.headers), err.read()
+    return http_exchange(request, context=context)
 
 
 def _grpc_export(
