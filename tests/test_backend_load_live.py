@@ -15,13 +15,14 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
+from functools import partial
 from pathlib import Path
 
 import pytest
 from backends import ROOT, BackendProcess, artifact_dir, free_port, free_ports, http_get, port_open, wait_until
+from concurrent_calls import run_at_once
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -129,14 +130,7 @@ def test_the_processor_takes_the_metrics_url_from_the_environment(monkeypatch: p
                 _chat(server.base_url, f"question {i}")
 
         with tracer.start_as_current_span("invoke_agent"):
-            from opentelemetry import context
-
-            ctx = context.get_current()
-            threads = [threading.Thread(target=lambda i=i: (context.attach(ctx), call(i))) for i in range(3)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            run_at_once([partial(call, i) for i in range(3)])
         provider.shutdown()
     assert profiler.backend_poller is not None and not profiler.backend_poller.running
     spans = {s.name: s for s in exported.get_finished_spans()}
@@ -213,14 +207,7 @@ def test_serve_polls_the_server_and_profiles_show_the_load_of_each_call() -> Non
 
             with tracer.start_as_current_span("invoke_agent") as root:
                 trace_id = f"{root.get_span_context().trace_id:032x}"
-                from opentelemetry import context
-
-                ctx = context.get_current()
-                threads = [threading.Thread(target=lambda i=i: (context.attach(ctx), call(i))) for i in range(4)]
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join()
+                run_at_once([partial(call, i) for i in range(4)])
             provider.shutdown()
 
             def profiled() -> dict | None:

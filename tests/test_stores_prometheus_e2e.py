@@ -20,12 +20,13 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
 from backends import HOST, BackendNotInstalled, Prometheus, artifact_dir, free_port
+from concurrent_calls import run_at_once
 from openai import OpenAI
-from opentelemetry import context
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -125,13 +126,7 @@ def _agent_run(base_url: str) -> list:
 
     try:
         with tracer.start_as_current_span("invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}):
-            ctx = context.get_current()
-            work = [lambda i=i: chat(i) for i in range(CALLS)] + [sglang_call]
-            threads = [threading.Thread(target=lambda w=w: (context.attach(ctx), w())) for w in work]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            run_at_once([*(partial(chat, i) for i in range(CALLS)), sglang_call])
         assert provider.force_flush(10_000)
         return list(exported.get_finished_spans())
     finally:

@@ -15,10 +15,12 @@ import json
 import threading
 import urllib.error
 import urllib.request
+from functools import partial
 from typing import Any
 
 import httpx2
 import pytest
+from concurrent_calls import run_at_once
 from openai import OpenAI
 from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor
 from opentelemetry.sdk.trace import TracerProvider
@@ -193,14 +195,7 @@ def test_live_processor_splits_the_call_and_the_phases_add_up():
                     span.set_attribute("gen_ai.usage.output_tokens", reply.usage.completion_tokens)
 
             with tracer.start_as_current_span("invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}):
-                from opentelemetry import context
-
-                ctx = context.get_current()
-                threads = [threading.Thread(target=lambda i=i: (context.attach(ctx), call(i))) for i in range(2)]
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join()
+                run_at_once([partial(call, i) for i in range(2)])
         assert profiler.force_flush(10_000)
     finally:
         http_client.close()
