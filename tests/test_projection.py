@@ -18,7 +18,12 @@ from hypothesis import strategies as st
 from span_builders import CONSUMER, INTERNAL, PRODUCER, profile, sid, span
 
 from otel_agent_profiler.core import TraceProfile
-from otel_agent_profiler.core.projection import projected_critical_path, projected_duration_ns
+from otel_agent_profiler.core.projection import (
+    projected_critical_path,
+    projected_duration_ns,
+    projected_duration_scaled_ns,
+    projected_durations_scaled_ns,
+)
 
 PROPERTY_SETTINGS = settings(
     max_examples=200,
@@ -292,6 +297,17 @@ def test_removing_own_time_saves_at_most_its_critical_path_time(records) -> None
     for node in trace.spans:
         saving = trace.duration_ns - projected_duration_ns(trace, lambda n, node=node: 0.0 if n is node else 1.0)
         assert 0 <= saving <= node.critical_path_ns, node
+
+
+@PROPERTY_SETTINGS
+@given(span_trees(messy=True), st.data())
+def test_several_factors_at_once_project_as_each_alone(records, data) -> None:
+    trace = profile(records)
+    selected = data.draw(st.lists(st.sampled_from(trace.spans), unique_by=lambda n: n.span_id, max_size=4))
+    factors = data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), min_size=1, max_size=3))
+    assert projected_durations_scaled_ns(trace, selected, factors) == [
+        projected_duration_scaled_ns(trace, dict.fromkeys(selected, factor)) for factor in factors
+    ]
 
 
 @PROPERTY_SETTINGS
