@@ -276,7 +276,7 @@ _SCAN_CHUNK = 1 << 20
 def _has_second_line(stream: BinaryIO) -> bool:
     """Whether a line with content follows the first line with content, read a chunk at a time: a
     whole OTLP document is one line of up to gigabytes, which reading line by line would hold."""
-    finished_lines = 0  # lines with content seen to their end
+    first_ended = False  # the first line with content has ended
     in_content = False  # the current line has content so far
     while chunk := stream.read(_SCAN_CHUNK):
         start = 0
@@ -284,14 +284,12 @@ def _has_second_line(stream: BinaryIO) -> bool:
             end = chunk.find(b"\n", start)
             piece = chunk[start:] if end < 0 else chunk[start:end]
             if piece.strip():
-                if finished_lines:
+                if first_ended:
                     return True
                 in_content = True
             if end < 0:
                 break
-            if in_content:
-                finished_lines += 1
-                in_content = False
+            first_ended = first_ended or in_content
             start = end + 1
     return False
 
