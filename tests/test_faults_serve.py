@@ -34,6 +34,8 @@ from backends import free_port, free_ports, http_exchange, port_open, wait_until
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from otel_agent_profiler.core.backend_load import LoadHistory
+from otel_agent_profiler.service import pipeline as pipeline_module
 from otel_agent_profiler.service.app import ProfilingService, ServeConfig
 from otel_agent_profiler.service.pipeline import PipelineConfig
 
@@ -587,3 +589,27 @@ def test_fuzzed_http_and_grpc_requests_get_200_or_400_and_the_service_keeps_serv
     assert "Traceback" not in capfd.readouterr().err
     with capfd.disabled():
         print(f"\n[fuzz] answers: {answers}")
+
+
+def test_a_failing_load_lookup_costs_the_calls_their_load_not_the_trace_its_profile(
+    never_raise: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*_: object) -> int:
+        raise RuntimeError("bug in attaching the load")
+
+    monkeypatch.setattr(pipeline_module, "attach_backend_load", broken)
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    for i in range(3):
+        span = scope.spans.add(name=f"s{i}", start_time_unix_nano=1, end_time_unix_nano=2 + i)
+        span.trace_id = (7).to_bytes(16, "big")
+        span.span_id = (i + 1).to_bytes(8, "big")
+    pipeline = pipeline_module.Pipeline(PipelineConfig(quiet_period_s=0), None, backend_load=LoadHistory())
+    try:
+        with caplog.at_level(logging.ERROR, logger="otel_agent_profiler"):
+            pipeline.receive(request)
+            wait_until(lambda: pipeline.profile(f"{7:032x}") is not None, 10, "the trace profiled")
+        assert pipeline.health()["counts"]["profiled"] == 3
+        assert "attaching the inference servers' load failed" in caplog.text
+    finally:
+        pipeline.stop()

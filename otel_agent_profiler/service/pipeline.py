@@ -45,6 +45,11 @@ _PROFILING_ERRORS = InternalErrorLog(
     logger, "profiling trace %s failed; its spans are forwarded unprofiled", repeat_level=logging.ERROR
 )
 _METRICS_ERRORS = InternalErrorLog(logger, "recording the profile metrics failed", repeat_level=logging.ERROR)
+_BACKEND_LOAD_ERRORS = InternalErrorLog(
+    logger,
+    "attaching the inference servers' load failed; the calls are profiled without it",
+    repeat_level=logging.ERROR,
+)
 _PROGRAMS_ERRORS = InternalErrorLog(
     logger, "adding a profile to the per-program averages failed", repeat_level=logging.ERROR
 )
@@ -238,13 +243,21 @@ class Pipeline:
                 batch, batch_bytes = [], 0
         self._forward(batch, batch_bytes)
 
+    def _attach_load(self, profile: TraceProfile) -> None:
+        # As in the in-process profiler: a failure here costs the calls their load, not the trace its profile.
+        if self.backend_load is None:
+            return
+        try:
+            attach_backend_load(profile, self.backend_load)
+        except Exception:
+            _BACKEND_LOAD_ERRORS.report("serve backend load")
+
     def _profile(self, pending: TraceState[HeldSpan], *, complete: bool) -> list[tuple[Origin, Any]]:
         """Profile one trace; returns its spans to forward (enriched, or as received if profiling failed)."""
         try:
             records: list[SpanRecord] = [record for item in pending.spans if (record := item.record) is not None]
             profile = profile_trace(records)
-            if self.backend_load is not None:
-                attach_backend_load(profile, self.backend_load)
+            self._attach_load(profile)
             out = enrich(pending.spans, profile, complete=complete)
         except Exception:
             _PROFILING_ERRORS.report("serve profiling", pending.trace_id)
