@@ -65,6 +65,7 @@ from typing import Any, BinaryIO
 from .._version import __version__
 from ..core.backend_load import summarize_loads
 from ..core.findings import Finding, combined_projection
+from ..core.percentiles import percentile
 from ..core.profile import SpanProfile, TraceProfile
 from ..core.schema import trace_to_dict
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
@@ -322,14 +323,14 @@ def backend_load_across(profiles: Iterable[TraceProfile]) -> list[dict[str, Any]
     for (source, model), spans in sorted(groups.items()):
         summary = summarize_loads(spans)
         assert summary is not None  # every span of a group has a load
-        waiting = sorted(load.waiting_max for s in spans if (load := s.backend_load) and load.waiting_max is not None)
+        waiting = [load.waiting_max for s in spans if (load := s.backend_load) and load.waiting_max is not None]
         rows.append(
             {
                 "source": source,
                 "model": model,
                 "calls": summary.calls,
                 "running_mean": summary.running_mean,
-                "waiting_p50": _median(waiting),
+                "waiting_p50": percentile(waiting, 0.5) if waiting else None,
                 "waiting_max": summary.waiting_max,
                 "kv_cache_usage_max": summary.kv_cache_usage_max,
                 "prefix_cache_hit_rate": summary.prefix_cache_hit_rate,
@@ -337,13 +338,6 @@ def backend_load_across(profiles: Iterable[TraceProfile]) -> list[dict[str, Any]
             }
         )
     return rows
-
-
-def _median(values: Sequence[float]) -> float | None:
-    if not values:
-        return None
-    middle = len(values) // 2
-    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
 def _trace_documents(
