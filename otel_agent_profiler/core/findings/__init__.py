@@ -25,32 +25,21 @@ Kinds that suggest no single change (``sequential_llm_chain``, ``large_prompt``,
 ``llm_gaps``, ``llm_prefill``, ``llm_decode``, ``prefix_cache``, ``token_profile``, ``budget_exceeded``) have
 ``saving_ns == 0`` and carry their numbers (tokens, USD, nanoseconds) in ``evidence``.
 
+Each finder module declares the kinds it finds, a ``FindingKind`` record each (``kinds``): its
+finder, how its findings fold, what their change does in the combined projection, how the
+report of many traces groups them and says what they found. ``registry.REGISTRY`` lists them
+all; a new kind is a finder module and a line there.
+
 Like the projection, this needs the span tree: use it before ``TraceProfile.release()``.
 """
 
 from __future__ import annotations
 
-from .all_findings import FINDERS, find_all
+from .all_findings import find_all
 from .base import (
-    BOTTLENECK,
-    BUDGET_EXCEEDED,
     CATEGORY_BUDGET_MEASURES,
     DEFAULT_CONTEXT_WINDOWS,
     DEFAULT_OPTIONS,
-    KINDS,
-    LARGE_PROMPT,
-    LLM_DECODE,
-    LLM_GAPS,
-    LLM_PREFILL,
-    LLM_QUEUE,
-    LLM_TIMING,
-    PARALLELIZABLE,
-    PREFIX_CACHE,
-    REPEATED_TOOL_CALL,
-    SEQUENTIAL_LLM_CHAIN,
-    SLOW_TOOL,
-    TOKEN_PROFILE,
-    WHAT_IF,
     Evidence,
     Finding,
     FindingOptions,
@@ -60,20 +49,30 @@ from .base import (
     format_duration,
     where,
 )
-from .bottlenecks import find_bottlenecks, find_slow_tools
-from .large_prompts import context_window, find_large_prompts
-from .llm_chains import find_sequential_llm_chains
-from .llm_phases import find_llm_phases
-from .llm_timing import find_llm_gaps, find_llm_timing, find_prefix_cache
-from .parallelization import dependency, find_parallelization, recorded_input, recorded_output, tool_call_id
+from .bottlenecks import BOTTLENECK, SLOW_TOOL, find_bottlenecks, find_slow_tools
+from .kinds import Change, Finder, FindingKind, Grouping
+from .large_prompts import LARGE_PROMPT, context_window, find_large_prompts
+from .llm_chains import SEQUENTIAL_LLM_CHAIN, find_sequential_llm_chains
+from .llm_phases import LLM_DECODE, LLM_PREFILL, LLM_QUEUE, find_llm_phases
+from .llm_timing import LLM_GAPS, LLM_TIMING, PREFIX_CACHE, find_llm_gaps, find_llm_timing, find_prefix_cache
+from .parallelization import (
+    PARALLELIZABLE,
+    dependency,
+    find_parallelization,
+    recorded_input,
+    recorded_output,
+    tool_call_id,
+)
 from .ranking import CombinedProjection, combined_projection, rank
-from .repeated_tool_calls import find_repeated_tool_calls, tool_arguments
-from .tokens_and_budgets import find_budget_overruns, find_token_profile
-from .what_ifs import WhatIfProjection, select, what_if, what_ifs_together
+from .registry import BY_KIND, FINDERS, KINDS, REGISTRY
+from .repeated_tool_calls import REPEATED_TOOL_CALL, find_repeated_tool_calls, tool_arguments
+from .tokens_and_budgets import BUDGET_EXCEEDED, TOKEN_PROFILE, find_budget_overruns, find_token_profile
+from .what_ifs import WHAT_IF, WhatIfProjection, find_what_ifs, select, what_if, what_ifs_together
 
 __all__ = [
     "BOTTLENECK",
     "BUDGET_EXCEEDED",
+    "BY_KIND",
     "CATEGORY_BUDGET_MEASURES",
     "DEFAULT_CONTEXT_WINDOWS",
     "DEFAULT_OPTIONS",
@@ -87,15 +86,20 @@ __all__ = [
     "LLM_TIMING",
     "PARALLELIZABLE",
     "PREFIX_CACHE",
+    "REGISTRY",
     "REPEATED_TOOL_CALL",
     "SEQUENTIAL_LLM_CHAIN",
     "SLOW_TOOL",
     "TOKEN_PROFILE",
     "WHAT_IF",
+    "Change",
     "CombinedProjection",
     "Evidence",
+    "Finder",
     "Finding",
+    "FindingKind",
     "FindingOptions",
+    "Grouping",
     "JSONValue",
     "WhatIfProjection",
     "combined_projection",
@@ -116,6 +120,7 @@ __all__ = [
     "find_sequential_llm_chains",
     "find_slow_tools",
     "find_token_profile",
+    "find_what_ifs",
     "format_duration",
     "rank",
     "recorded_input",

@@ -1,4 +1,4 @@
-"""What every finder shares: the ``Finding`` type, the kinds, ``FindingOptions`` and helpers.
+"""What every finder shares: the ``Finding`` type, ``FindingOptions`` and helpers.
 
 The helpers format durations and shares, label spans and project savings on the span tree.
 """
@@ -18,41 +18,6 @@ from ..units import format_duration as format_duration  # findings write duratio
 
 JSONValue = Union[str, int, float, bool, None, list["JSONValue"], dict[str, "JSONValue"]]  # noqa: UP007
 Evidence = dict[str, JSONValue]
-
-BOTTLENECK = "bottleneck"
-SLOW_TOOL = "slow_tool"
-LARGE_PROMPT = "large_prompt"
-REPEATED_TOOL_CALL = "repeated_tool_call"
-SEQUENTIAL_LLM_CHAIN = "sequential_llm_chain"
-PARALLELIZABLE = "parallelizable"
-WHAT_IF = "what_if"
-LLM_TIMING = "llm_timing"
-LLM_GAPS = "llm_gaps"
-PREFIX_CACHE = "prefix_cache"
-TOKEN_PROFILE = "token_profile"
-BUDGET_EXCEEDED = "budget_exceeded"
-LLM_QUEUE = "llm_queue"
-LLM_PREFILL = "llm_prefill"
-LLM_DECODE = "llm_decode"
-
-#: Every kind, in the order findings with equal savings are listed.
-KINDS: tuple[str, ...] = (
-    BUDGET_EXCEEDED,
-    BOTTLENECK,
-    PARALLELIZABLE,
-    REPEATED_TOOL_CALL,
-    SLOW_TOOL,
-    WHAT_IF,
-    LLM_QUEUE,
-    SEQUENTIAL_LLM_CHAIN,
-    LARGE_PROMPT,
-    LLM_TIMING,
-    LLM_GAPS,
-    LLM_PREFILL,
-    LLM_DECODE,
-    PREFIX_CACHE,
-    TOKEN_PROFILE,
-)
 
 #: What a per-category budget (``FindingOptions.category_budgets``) can limit: the category's
 #: tokens, its cost in US dollars, and its critical-path time in milliseconds (the part of the

@@ -6,9 +6,7 @@ from ..call_anatomy import calls_of
 from ..categories import AGENT, EMBEDDING, INTERNAL, LLM, RETRIEVAL, TOOL
 from ..profile import SpanProfile, TraceProfile
 from .base import (
-    BOTTLENECK,
     DEFAULT_OPTIONS,
-    SLOW_TOOL,
     Finding,
     FindingOptions,
     _at,
@@ -18,6 +16,10 @@ from .base import (
     format_duration,
     where,
 )
+from .kinds import Change, FindingKind, Grouping
+
+BOTTLENECK = "bottleneck"
+SLOW_TOOL = "slow_tool"
 
 #: LLM answers at most this many output tokens on average count as short: a smaller model will do.
 SHORT_ANSWER_TOKENS = 300
@@ -205,3 +207,23 @@ def find_slow_tools(profile: TraceProfile, options: FindingOptions = DEFAULT_OPT
             )
         )
     return findings
+
+
+#: The registry records (``registry.REGISTRY``). A bottleneck's saving is all of its spans' time, what
+#: they hold; slow tools save by the same change (removing a span's own time), so they fold together.
+BOTTLENECK_KIND = FindingKind(
+    BOTTLENECK,
+    find_bottlenecks,
+    grouping=Grouping.OPERATION,
+    across_traces="{calls} held much of the critical path",
+    change=Change.TWICE_AS_FAST,
+    saving_is_held_time=True,
+)
+SLOW_TOOL_KIND = FindingKind(
+    SLOW_TOOL,
+    find_slow_tools,
+    grouping=Grouping.OPERATION,
+    across_traces="{calls} were slow",
+    change=Change.TWICE_AS_FAST,
+    family=BOTTLENECK,
+)

@@ -9,7 +9,6 @@ from ..genai import strip_snapshot
 from ..profile import TraceProfile
 from .base import (
     DEFAULT_OPTIONS,
-    LARGE_PROMPT,
     Finding,
     FindingOptions,
     _at,
@@ -19,6 +18,9 @@ from .base import (
     _share,
     where,
 )
+from .kinds import Change, FindingKind, Grouping
+
+LARGE_PROMPT = "large_prompt"
 
 
 def context_window(model: str, windows: Mapping[str, int]) -> int | None:
@@ -68,3 +70,13 @@ def find_large_prompts(profile: TraceProfile, options: FindingOptions = DEFAULT_
             )
         )
     return findings
+
+
+#: The registry record (``registry.REGISTRY``).
+LARGE_PROMPT_KIND = FindingKind(
+    LARGE_PROMPT,
+    find_large_prompts,
+    grouping=Grouping.OPERATION,
+    across_traces="{calls} sent prompts that fill much of the context window",
+    change=Change.NONE,
+)

@@ -7,7 +7,6 @@ from ..genai import TokenUsage
 from ..profile import SpanProfile, TraceProfile
 from .base import (
     DEFAULT_OPTIONS,
-    SEQUENTIAL_LLM_CHAIN,
     Finding,
     FindingOptions,
     _percent,
@@ -18,6 +17,9 @@ from .base import (
     format_duration,
     where,
 )
+from .kinds import Change, FindingKind, Grouping
+
+SEQUENTIAL_LLM_CHAIN = "sequential_llm_chain"
 
 
 def _sequential_runs(spans: list[SpanProfile]) -> list[list[SpanProfile]]:
@@ -80,3 +82,13 @@ def _chain_finding(profile: TraceProfile, parent: SpanProfile, run: list[SpanPro
             "saving_if_2x_faster_ns": saving_2x,
         },
     )
+
+
+#: The registry record (``registry.REGISTRY``).
+SEQUENTIAL_LLM_CHAIN_KIND = FindingKind(
+    SEQUENTIAL_LLM_CHAIN,
+    find_sequential_llm_chains,
+    grouping=Grouping.SPAN_NAMES,
+    across_traces="the LLM calls {named} ran one after another",
+    change=Change.NONE,
+)

@@ -21,9 +21,6 @@ from ..profile import SpanProfile, TraceProfile
 from ..projection import projected_duration_scaled_ns
 from .base import (
     DEFAULT_OPTIONS,
-    LLM_DECODE,
-    LLM_PREFILL,
-    LLM_QUEUE,
     Evidence,
     Finding,
     FindingOptions,
@@ -33,6 +30,11 @@ from .base import (
     format_duration,
     where,
 )
+from .kinds import Change, FindingKind, Grouping
+
+LLM_QUEUE = "llm_queue"
+LLM_PREFILL = "llm_prefill"
+LLM_DECODE = "llm_decode"
 
 #: Queue time at least this share of the critical path: the server is saturated.
 QUEUE_SHARE_OF_CRITICAL_PATH = 0.1
@@ -166,3 +168,28 @@ def _phase_of(span: SpanProfile, index: int) -> int:
     if phases is None:
         return 0
     return (phases.queue_ns, phases.prefill_ns, phases.decode_ns)[index]
+
+
+# The registry records (``registry.REGISTRY``). Their sentences across traces are the words the
+# cross-trace report gave every kind it had no sentence for; better ones would change its output.
+LLM_QUEUE_KIND = FindingKind(
+    LLM_QUEUE,
+    find_llm_phases,
+    grouping=Grouping.SPAN_NAMES,
+    across_traces="a llm queue finding was about {named}",
+    change=Change.NONE,
+)
+LLM_PREFILL_KIND = FindingKind(
+    LLM_PREFILL,
+    find_llm_phases,
+    grouping=Grouping.SPAN_NAMES,
+    across_traces="a llm prefill finding was about {named}",
+    change=Change.NONE,
+)
+LLM_DECODE_KIND = FindingKind(
+    LLM_DECODE,
+    find_llm_phases,
+    grouping=Grouping.SPAN_NAMES,
+    across_traces="a llm decode finding was about {named}",
+    change=Change.NONE,
+)

@@ -13,7 +13,6 @@ from ..profile import SpanProfile, TraceProfile
 from ..records import AttributeValue
 from .base import (
     DEFAULT_OPTIONS,
-    PARALLELIZABLE,
     Finding,
     FindingOptions,
     JSONValue,
@@ -23,6 +22,9 @@ from .base import (
     format_duration,
     where,
 )
+from .kinds import Change, FindingKind, Grouping
+
+PARALLELIZABLE = "parallelizable"
 
 _PARALLEL_CATEGORIES = frozenset(CATEGORIES) - {INTERNAL}
 # Steps that reason over what came before: an LLM call's prompt normally carries the results of
@@ -261,3 +263,13 @@ def _named(group: list[SpanProfile]) -> str:
     if len(names) > 6:
         return f"these {len(group)} calls"
     return ", ".join(names[:-1]) + f" and {names[-1]}"
+
+
+#: The registry record (``registry.REGISTRY``).
+PARALLELIZABLE_KIND = FindingKind(
+    PARALLELIZABLE,
+    find_parallelization,
+    grouping=Grouping.SPAN_NAMES,
+    across_traces="{calls_of_named} ran one after another though nothing made them wait for each other",
+    change=Change.START_TOGETHER,
+)

@@ -17,32 +17,20 @@ from dataclasses import dataclass
 
 from ..profile import SpanProfile, TraceProfile
 from ..projection import projected_duration_scaled_ns
-from .base import (
-    BOTTLENECK,
-    BUDGET_EXCEEDED,
-    KINDS,
-    PARALLELIZABLE,
-    REPEATED_TOOL_CALL,
-    SLOW_TOOL,
-    WHAT_IF,
-    Evidence,
-    Finding,
-    FindingOptions,
-    _with_descendants,
-)
+from .base import Evidence, Finding, FindingOptions, _with_descendants
+from .kinds import Change
+from .registry import BY_KIND, KINDS, REGISTRY
 
-# Kinds whose savings stand for the same change (removing spans' own time): one family when folding.
-_FAMILY = {SLOW_TOOL: BOTTLENECK}
 # The factor a bottleneck's or slow tool's spans get in the combined projection: "twice as fast",
 # the change their suggestions ask for (removing the time altogether is the upper bound, not a change).
 COMBINED_SPEEDUP_FACTOR = 0.5
 
 
 def _order(finding: Finding) -> tuple[bool, int, int, str, tuple[str, ...]]:
-    # Budget overruns come first: they save no time themselves, but a report (or a CI run) that
-    # exceeds a budget leads with it rather than cutting it off below the savings.
-    over_budget = finding.kind == BUDGET_EXCEEDED
-    return (not over_budget, -finding.saving_ns, KINDS.index(finding.kind), finding.title, finding.span_ids)
+    # Kinds that lead (budget overruns) come first: they save no time themselves, but a report (or
+    # a CI run) that exceeds a budget leads with it rather than cutting it off below the savings.
+    position = KINDS.index(finding.kind)
+    return (not REGISTRY[position].leads, -finding.saving_ns, position, finding.title, finding.span_ids)
 
 
 def rank(profile: TraceProfile, findings: Sequence[Finding], options: FindingOptions) -> list[Finding]:
@@ -58,10 +46,11 @@ def rank(profile: TraceProfile, findings: Sequence[Finding], options: FindingOpt
     kept: list[Finding] = []
     claimed: dict[str, dict[str, Finding]] = {}  # family -> span id -> the finding holding it
     for finding in sorted(findings, key=_order):
+        kind = BY_KIND[finding.kind]
         noise = 0 < finding.saving_ns < floor or (finding.saving_ns <= 0 and finding.suggestion is None)
-        if noise and finding.kind != WHAT_IF:
+        if noise and not kind.always_kept:
             continue
-        family = _FAMILY.get(finding.kind, finding.kind)
+        family = kind.family_kind
         holders = claimed.setdefault(family, {})
         holder = next((holders[i] for i in finding.span_ids if i in holders), None)
         if holder is not None:
@@ -129,11 +118,14 @@ def combined_projection(profile: TraceProfile, findings: Sequence[Finding]) -> C
 
     for finding in findings:
         spans = [by_id[i] for i in finding.span_ids if i in by_id]
-        if finding.kind in (BOTTLENECK, SLOW_TOOL) and spans:
+        # A kind the registry does not know (a finding made by hand) changes nothing.
+        kind = BY_KIND.get(finding.kind)
+        change = kind.change if kind is not None else Change.NONE
+        if change is Change.TWICE_AS_FAST and spans:
             scale(spans, COMBINED_SPEEDUP_FACTOR)
-        elif finding.kind == REPEATED_TOOL_CALL and len(spans) > 1:
+        elif change is Change.DROP_REPEATS and len(spans) > 1:
             scale(_with_descendants(spans[1:]), 0.0)
-        elif finding.kind == PARALLELIZABLE and spans:
+        elif change is Change.START_TOGETHER and spans:
             independent.append(frozenset(finding.span_ids))
         else:
             continue

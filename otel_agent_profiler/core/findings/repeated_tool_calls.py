@@ -6,7 +6,6 @@ from ..categories import TOOL
 from ..profile import SpanProfile, TraceProfile
 from .base import (
     DEFAULT_OPTIONS,
-    REPEATED_TOOL_CALL,
     Finding,
     FindingOptions,
     _by_start,
@@ -16,6 +15,9 @@ from .base import (
     format_duration,
     where,
 )
+from .kinds import Change, FindingKind, Grouping
+
+REPEATED_TOOL_CALL = "repeated_tool_call"
 
 _ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "input.value", "tool.parameters")
 
@@ -80,3 +82,13 @@ def find_repeated_tool_calls(profile: TraceProfile, options: FindingOptions = DE
             )
         )
     return findings
+
+
+#: The registry record (``registry.REGISTRY``).
+REPEATED_TOOL_CALL_KIND = FindingKind(
+    REPEATED_TOOL_CALL,
+    find_repeated_tool_calls,
+    grouping=Grouping.OPERATION,
+    across_traces="{calls} were repeated with the same arguments",
+    change=Change.DROP_REPEATS,
+)

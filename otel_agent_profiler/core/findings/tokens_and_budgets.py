@@ -7,10 +7,8 @@ from collections.abc import Mapping
 from ..genai import TokenUsage
 from ..profile import TraceProfile
 from .base import (
-    BUDGET_EXCEEDED,
     CATEGORY_BUDGET_MEASURES,
     DEFAULT_OPTIONS,
-    TOKEN_PROFILE,
     Finding,
     FindingOptions,
     JSONValue,
@@ -19,6 +17,10 @@ from .base import (
     _tokens,
     format_duration,
 )
+from .kinds import Change, FindingKind, Grouping
+
+TOKEN_PROFILE = "token_profile"
+BUDGET_EXCEEDED = "budget_exceeded"
 
 
 def find_token_profile(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
@@ -174,3 +176,21 @@ def _budget(
         suggestion=_BUDGET_SUGGESTIONS[budget],
         evidence=evidence,
     )
+
+
+# The registry records (``registry.REGISTRY``). Exceeded budgets lead every list of findings.
+TOKEN_PROFILE_KIND = FindingKind(
+    TOKEN_PROFILE,
+    find_token_profile,
+    grouping=Grouping.KIND,
+    across_traces="the token use of the trace was worth a look",
+    change=Change.NONE,
+)
+BUDGET_EXCEEDED_KIND = FindingKind(
+    BUDGET_EXCEEDED,
+    find_budget_overruns,
+    grouping=Grouping.BUDGET,
+    across_traces="the {budget} budget was exceeded",
+    change=Change.NONE,
+    leads=True,
+)

@@ -12,9 +12,9 @@ from ..genai import strip_snapshot
 from ..profile import SpanProfile, TraceProfile
 from ..projection import projected_critical_path
 from .base import (
-    WHAT_IF,
     Evidence,
     Finding,
+    FindingOptions,
     JSONValue,
     _by_start,
     _percent,
@@ -24,6 +24,9 @@ from .base import (
     format_duration,
     where,
 )
+from .kinds import Change, FindingKind, Grouping
+
+WHAT_IF = "what_if"
 
 
 def select(profile: TraceProfile, selector: str) -> list[SpanProfile]:
@@ -159,3 +162,20 @@ def what_ifs_together(profile: TraceProfile, changes: Sequence[tuple[str, float]
         for span, offset, length in steps
     ]
     return WhatIfProjection(applied, profile.duration_ns, projected, path)
+
+
+def find_what_ifs(profile: TraceProfile, options: FindingOptions) -> list[Finding]:
+    """``what_if`` for each ``options.what_ifs`` entry, in their order."""
+    return [what_if(profile, selector, speedup) for selector, speedup in options.what_ifs]
+
+
+#: The registry record (``registry.REGISTRY``). A what-if is a question, not a change, and is
+#: kept whatever it saves: the user asked it.
+WHAT_IF_KIND = FindingKind(
+    WHAT_IF,
+    find_what_ifs,
+    grouping=Grouping.SPAN_NAMES,
+    across_traces="a what-if about {named} shortened the trace",
+    change=Change.NONE,
+    always_kept=True,
+)
