@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 from ..adapters.files import TraceFile
 from ..core.fast_pickle import pickled_by_fields
-from ..core.findings import BUDGET_EXCEEDED, Finding, find_all, what_ifs_together
+from ..core.findings import BUDGET_EXCEEDED, BY_KIND, Finding, Grouping, find_all, what_ifs_together
 from ..core.pricing import PriceTable
 from ..core.profile import TraceProfile
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
@@ -112,11 +112,12 @@ def run_held(
 
 
 def _summary_findings(found: list[Finding]) -> list[Finding]:
-    # The summary groups findings by kind and by what they are about: operation, category, the
-    # names of the spans, a budget's name. Titles and evidence would be most of the memory.
+    # The summary groups findings by kind and by what they are about (the kind's ``Grouping``):
+    # operation, category, the names of the spans, a budget's name (in the evidence, so those
+    # findings are kept whole). Titles and evidence would be most of the memory.
     return [
         finding
-        if finding.kind == BUDGET_EXCEEDED
+        if BY_KIND[finding.kind].grouping is Grouping.BUDGET
         else Finding(
             kind=finding.kind,
             title="",

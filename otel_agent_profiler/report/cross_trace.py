@@ -12,22 +12,7 @@ from typing import Protocol, cast
 
 from ..core.categories import CATEGORIES
 from ..core.fast_pickle import pickled_by_fields
-from ..core.findings import (
-    BOTTLENECK,
-    BUDGET_EXCEEDED,
-    KINDS,
-    LARGE_PROMPT,
-    LLM_GAPS,
-    LLM_TIMING,
-    PARALLELIZABLE,
-    PREFIX_CACHE,
-    REPEATED_TOOL_CALL,
-    SEQUENTIAL_LLM_CHAIN,
-    SLOW_TOOL,
-    TOKEN_PROFILE,
-    WHAT_IF,
-    Finding,
-)
+from ..core.findings import BY_KIND, KINDS, Finding, FindingKind, Grouping
 from ..core.genai import TokenUsage
 from ..core.percentiles import percentile
 from ..core.profile import CategoryStats, OperationStats, TraceProfile
@@ -43,10 +28,6 @@ DEFAULT_TOP = 3
 REPORT_MAX_LINES = 400
 _TOP_OPERATIONS = 10
 _TOP_FINDINGS = 10
-#: Kinds whose spans differ from trace to trace without meaning anything: grouped by kind alone.
-_BY_KIND_ONLY = frozenset({PREFIX_CACHE, TOKEN_PROFILE, LLM_TIMING, LLM_GAPS})
-#: Kinds about one model or tool: grouped by it.
-_ABOUT_AN_OPERATION = frozenset({BOTTLENECK, SLOW_TOOL, LARGE_PROMPT, REPEATED_TOOL_CALL})
 _WITH_SAVING = 6
 FINDINGS_PER_TRACE = 3
 _WITHOUT_SAVING = 4
@@ -206,13 +187,21 @@ class _Group:
 
 
 def _subject(finding: Finding) -> tuple[str, ...]:
-    if finding.kind in _BY_KIND_ONLY:
+    """What the finding is about, by its kind's ``Grouping``: the key of its group with the kind."""
+    kind = BY_KIND.get(finding.kind)
+    grouping = kind.grouping if kind is not None else Grouping.SPAN_NAMES
+    if grouping is Grouping.KIND:
         return ()
-    if finding.kind == BUDGET_EXCEEDED:
+    if grouping is Grouping.BUDGET:
         return tuple(str(finding.evidence.get(key) or "") for key in ("budget", "category"))
-    if finding.operation and finding.kind in _ABOUT_AN_OPERATION:
+    if finding.operation and grouping is Grouping.OPERATION:
         return (finding.operation, finding.category or "")
     return tuple(sorted({str(place.get("name")) for place in finding.where if place.get("name")}))
+
+
+def _leads(kind: str) -> bool:
+    record = BY_KIND.get(kind)
+    return record is not None and record.leads
 
 
 def aggregate_findings(findings: Mapping[str, Sequence[Finding]]) -> list[_Group]:
@@ -227,7 +216,7 @@ def aggregate_findings(findings: Mapping[str, Sequence[Finding]]) -> list[_Group
     return sorted(
         groups.values(),
         key=lambda g: (
-            g.kind != BUDGET_EXCEEDED,
+            not _leads(g.kind),
             -g.total_ns,
             -len(g.savings),
             order.get(g.kind, len(order)),
@@ -245,33 +234,33 @@ def _names(names: Sequence[str]) -> str:
 
 def _what(group: _Group) -> str:
     """What the group's findings say, as the end of a sentence that starts "In 18 of 20 traces, "."""
-    kind, subject = group.kind, group.subject
-    if kind == BUDGET_EXCEEDED:
-        budget, category = subject
-        return f"the {category + ' ' if category else ''}{budget.replace('_', ' ')} budget was exceeded"
-    if kind in _ABOUT_AN_OPERATION and len(subject) == 2:
-        operation, category = subject
-        calls = f"the {operation} tool calls" if category == "tool" else f"the {operation} calls"
-        return {
-            BOTTLENECK: f"{calls} held much of the critical path",
-            SLOW_TOOL: f"{calls} were slow",
-            LARGE_PROMPT: f"{calls} sent prompts that fill much of the context window",
-            REPEATED_TOOL_CALL: f"{calls} were repeated with the same arguments",
-        }[kind]
+    kind, subject = BY_KIND.get(group.kind), group.subject
     named = _names(subject) if subject else "spans"
-    sentences = {
-        SEQUENTIAL_LLM_CHAIN: f"the LLM calls {named} ran one after another",
-        PARALLELIZABLE: (
-            f"{'calls of ' if len(subject) == 1 else ''}{named} ran one after another "
-            "though nothing made them wait for each other"
-        ),
-        WHAT_IF: f"a what-if about {named} shortened the trace",
-        LLM_TIMING: "streaming LLM calls spent much of their time waiting for the first token",
-        LLM_GAPS: "time passed between consecutive LLM calls",
-        PREFIX_CACHE: "the provider's prefix cache served part of the input tokens",
-        TOKEN_PROFILE: "the token use of the trace was worth a look",
-    }
-    return sentences.get(kind, f"a {kind.replace('_', ' ')} finding was about {named}")
+    if kind is None:
+        # A finding made by hand, of a kind the registry does not know.
+        return _kind_was_about(group.kind, named)
+    if kind.grouping is Grouping.OPERATION and len(subject) != 2:
+        # Findings that name no operation are grouped by their spans' names (no finder makes them
+        # today): there are no calls to name, only the spans.
+        return _kind_was_about(kind.kind, named)
+    return kind.across_traces.format(**_placeholders(kind, subject, named))
+
+
+def _placeholders(kind: FindingKind, subject: tuple[str, ...], named: str) -> dict[str, str]:
+    """The words the sentences of the kind's ``Grouping`` may use (``core.findings.kinds.PLACEHOLDERS``)."""
+    if kind.grouping is Grouping.BUDGET:
+        budget, category = subject
+        return {"budget": f"{category + ' ' if category else ''}{budget.replace('_', ' ')}"}
+    if kind.grouping is Grouping.OPERATION:
+        operation, category = subject
+        return {"calls": f"the {operation} tool calls" if category == "tool" else f"the {operation} calls"}
+    if kind.grouping is Grouping.SPAN_NAMES:
+        return {"named": named, "calls_of_named": f"{'calls of ' if len(subject) == 1 else ''}{named}"}
+    return {}
+
+
+def _kind_was_about(kind: str, named: str) -> str:
+    return f"a {kind.replace('_', ' ')} finding was about {named}"
 
 
 def _sentence(group: _Group, traces: int) -> str:
@@ -281,7 +270,8 @@ def _sentence(group: _Group, traces: int) -> str:
     savings = list(group.savings.values())
     if group.total_ns <= 0:
         return sentence + "."
-    if group.kind == BOTTLENECK:
+    kind = BY_KIND.get(group.kind)
+    if kind is not None and kind.saving_is_held_time:
         # A bottleneck's saving is all of its time: what it holds, not what a change would save.
         if len(savings) == 1:
             return sentence + f": {format_duration(group.total_ns)}."
@@ -303,7 +293,7 @@ def _findings_section(
     groups = aggregate_findings(findings)
     if not groups:
         return []
-    saving = [group for group in groups if group.total_ns > 0 or group.kind == BUDGET_EXCEEDED]
+    saving = [group for group in groups if group.total_ns > 0 or _leads(group.kind)]
     # Findings that save no time are listed by how many traces they occur in.
     other = sorted((group for group in groups if group not in saving), key=lambda g: -len(g.savings))
     lines = ["", "What to change across traces (the largest total saving first)"]
