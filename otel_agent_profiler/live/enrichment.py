@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.backend_load import BackendLoad
 from ..core.categories import CATEGORIES
 from ..core.context_window import context_window_use
-from ..core.profile import SpanProfile, TraceProfile
+from ..core.profile import BackendLoad, SpanProfile, TraceProfile
 from . import attributes as attr
 
 _NS_PER_MS = 1e6

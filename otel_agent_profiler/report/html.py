@@ -28,11 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._version import __version__
-from ..core.backend_load import BackendLoad
-from ..core.call_anatomy import LlmPhases
 from ..core.categories import CATEGORIES
 from ..core.findings import Finding, combined_projection, describe_location
-from ..core.profile import TraceProfile
+from ..core.profile import BackendLoad, LlmPhases, TraceProfile
 from ..core.units import format_duration, format_usd, plural
 from .chrome_trace import assign_lanes
 from .html_assets import CSS, JS
