@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..categories import CATEGORIES, EMBEDDING, LLM
 from ..genai import strip_snapshot
 from ..profile import SpanProfile, TraceProfile
-from ..projection import projected_critical_path
+from ..projection import RecordedSchedule, projected_critical_path
 from .base import (
     WHAT_IF,
     Evidence,
@@ -55,15 +55,18 @@ def _selector_label(selector: str) -> str:
     return f"all {selector} spans" if selector in CATEGORIES else selector
 
 
-def what_if(profile: TraceProfile, selector: str, speedup: float) -> Finding:
+def what_if(
+    profile: TraceProfile, selector: str, speedup: float, *, schedule: RecordedSchedule | None = None
+) -> Finding:
     """The trace's end-to-end saving if the selected spans (with everything they called) were
-    ``speedup`` times faster (``math.inf``: instant), recomputed on the tree."""
+    ``speedup`` times faster (``math.inf``: instant), recomputed on the tree (``schedule``: the
+    trace's recorded schedule, if already built)."""
     if not (speedup > 0):
         raise ValueError(f"speedup must be > 0, got {speedup!r}")
     selected = select(profile, selector)
     chosen = _with_descendants(selected)
     tops = [s for s in selected if not any(a in chosen for a in _ancestors(s))]
-    projected, saving = _projected(profile, chosen, 0.0 if math.isinf(speedup) else 1.0 / speedup)
+    projected, saving = _projected(profile, chosen, 0.0 if math.isinf(speedup) else 1.0 / speedup, schedule=schedule)
     label = _selector_label(selector)
     faster = "instant" if math.isinf(speedup) else f"{speedup:g}x faster"
     title = (
@@ -129,7 +132,9 @@ class WhatIfProjection:
         }
 
 
-def what_ifs_together(profile: TraceProfile, changes: Sequence[tuple[str, float]]) -> WhatIfProjection:
+def what_ifs_together(
+    profile: TraceProfile, changes: Sequence[tuple[str, float]], *, schedule: RecordedSchedule | None = None
+) -> WhatIfProjection:
     """The trace recomputed on its tree with every ``(selector, speedup)`` applied at once.
 
     Each selector picks spans as ``select`` does; they (with everything they called) become
@@ -146,7 +151,7 @@ def what_ifs_together(profile: TraceProfile, changes: Sequence[tuple[str, float]
         for span in _with_descendants(selected):
             factors[span] = 1.0 / speedup
         applied.append({"selector": selector, "speedup": speedup, "matched_spans": len(selected)})
-    projected, steps = projected_critical_path(profile, lambda span: factors.get(span, 1.0))
+    projected, steps = projected_critical_path(profile, lambda span: factors.get(span, 1.0), schedule=schedule)
     path: list[Evidence] = [
         {
             "span_id": span.record.span_id,
