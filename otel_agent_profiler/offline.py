@@ -17,11 +17,11 @@ from typing import Any, Protocol
 
 from .adapters.files import TraceFile, read_trace_file
 from .core.analyze import Classifier, profile_trace
-from .core.assembly import group_by_trace
 from .core.categories import classify
 from .core.pricing import PriceTable
 from .core.profile import TraceProfile
 from .core.records import SpanRecord
+from .core.span_tree import group_by_trace
 from .errors import InternalErrorLog
 
 # The analysis's own bug on one trace must not cost the other traces their report: the trace gets

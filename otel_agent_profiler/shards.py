@@ -20,11 +20,11 @@ from typing import BinaryIO
 
 from .adapters.files import TraceFile, iter_json_lines, looks_like_json_lines, read_trace_file
 from .core.analyze import Classifier
-from .core.assembly import group_by_trace
 from .core.categories import classify
 from .core.pricing import PriceTable
 from .core.profile import TraceProfile
 from .core.records import SpanRecord
+from .core.span_tree import group_by_trace
 from .offline import READING, FileRead, LoadProgress, files_read, profile_groups
 
 #: JSON Lines inputs larger than this in all are profiled on disk unless told otherwise: in memory

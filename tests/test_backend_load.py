@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from otel_agent_profiler.core.backend_load import LoadHistory, LoadSample, load_during
+from otel_agent_profiler.core.backend_load import LoadHistory, load_during
+from otel_agent_profiler.core.profile import LoadSample
 
 S = 1_000_000_000
 
@@ -121,7 +122,8 @@ def test_a_call_finds_its_server_by_the_model_family() -> None:
 
 
 def test_recorded_attributes_are_read_back_and_bad_values_left_out() -> None:
-    from otel_agent_profiler.core.backend_load import BackendLoad, recorded_backend_load
+    from otel_agent_profiler.core.backend_load import recorded_backend_load
+    from otel_agent_profiler.core.profile import BackendLoad
 
     attributes = {
         "agent_profiler.backend.source": "http://vllm:8000/metrics",

@@ -269,7 +269,7 @@ def test_reading_while_traces_are_added_sees_whole_traces() -> None:
 
 
 def test_the_servers_load_is_averaged_over_the_traces_whose_calls_met_one() -> None:
-    from otel_agent_profiler.core.backend_load import BackendLoad
+    from otel_agent_profiler.core.profile import BackendLoad
 
     averages = ProgramAverages()
     loads = [

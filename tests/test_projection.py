@@ -19,6 +19,7 @@ from span_builders import CONSUMER, INTERNAL, PRODUCER, profile, sid, span
 
 from otel_agent_profiler.core import TraceProfile
 from otel_agent_profiler.core.projection import (
+    RecordedSchedule,
     projected_critical_path,
     projected_duration_ns,
     projected_duration_scaled_ns,
@@ -214,6 +215,12 @@ def test_projection_does_not_change_the_profile() -> None:
     assert [(n.start_ns, n.end_ns, n.critical_path_ns, n.self_time_ns) for n in trace.spans] == before
 
 
+def test_a_schedule_of_another_trace_is_refused() -> None:
+    nested, fan = profile(NESTED), profile(FAN)
+    with pytest.raises(ValueError, match="recorded schedule"):
+        projected_duration_ns(nested, schedule=RecordedSchedule(fan))
+
+
 # ------------------------------------------------------------------------------------------------
 # Properties
 
@@ -347,3 +354,28 @@ def test_unchanged_projected_critical_path_is_the_recorded_one(records) -> None:
     assert duration == trace.duration_ns
     assert all(node.on_critical_path for node, _, _ in steps)
     assert all(offset == node.start_ns - trace.start_ns for node, offset, _ in steps)
+
+
+@PROPERTY_SETTINGS
+@given(span_trees(messy=True), st.data())
+def test_one_schedule_serves_every_projection_of_a_trace(records, data) -> None:
+    trace = profile(records)
+    schedule = RecordedSchedule(trace)
+    for _ in range(3):
+        factors = own_time_factors(data, trace, [0.0, 0.5, 1.0, 2.0])
+        independent = random_sibling_groups(data, trace)
+        scales = {node: factors[node.span_id] for node in trace.spans}
+        factor = scales.__getitem__
+        selected = [node for node in trace.spans if factors[node.span_id] != 1.0]
+        assert projected_duration_ns(trace, factor, independent, schedule=schedule) == projected_duration_ns(
+            trace, factor, independent
+        )
+        assert projected_duration_scaled_ns(
+            trace, scales, independent, schedule=schedule
+        ) == projected_duration_scaled_ns(trace, scales, independent)
+        assert projected_durations_scaled_ns(
+            trace, selected, [0.0, 0.5], schedule=schedule
+        ) == projected_durations_scaled_ns(trace, selected, [0.0, 0.5])
+        assert projected_critical_path(trace, factor, independent, schedule=schedule) == projected_critical_path(
+            trace, factor, independent
+        )

@@ -30,7 +30,7 @@ from store_servers import (
 
 from otel_agent_profiler.adapters.files import read_trace_file
 from otel_agent_profiler.cli import main
-from otel_agent_profiler.core.assembly import group_by_trace
+from otel_agent_profiler.core.span_tree import group_by_trace
 from otel_agent_profiler.plugin.environment_variables import OTEL_AGENT_PROFILER_SOURCE_HEADERS
 from otel_agent_profiler.stores.http import HttpSettings, StoreHttp
 

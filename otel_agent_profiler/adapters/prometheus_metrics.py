@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..core.backend_load import LoadSample
+from ..core.profile import LoadSample
 
 __all__ = [
     "AVG",

@@ -75,9 +75,8 @@ from ..core.pricing import PriceTable
 from ..core.profile import SpanProfile, TraceProfile
 from ..core.records import SpanKind, StatusCode
 from ..core.split_traces import find_split_llm_calls, repeated_span_ids
+from ..core.units import NS_PER_MS
 from ..offline import load_profiles
-
-_NS_PER_MS = 1e6
 
 #: The span table's columns and their dtypes, in column order.
 SPAN_COLUMNS: dict[str, str] = {
@@ -246,7 +245,7 @@ def span_table(profiles: Iterable[TraceProfile] | TraceProfile) -> pd.DataFrame:
 
     ttft = [span.time_to_first_token_ns for span in spans]
     ttft_mask = np.fromiter((value is None for value in ttft), dtype=bool, count=n)
-    ttft_ms = np.fromiter((0 if value is None else value for value in ttft), dtype=np.int64, count=n) / _NS_PER_MS
+    ttft_ms = np.fromiter((0 if value is None else value for value in ttft), dtype=np.int64, count=n) / NS_PER_MS
 
     # Resources are usually shared by all the records of a process: look each one up once.
     services: list[str | None] = []
@@ -274,10 +273,10 @@ def span_table(profiles: Iterable[TraceProfile] | TraceProfile) -> pd.DataFrame:
         "model": _categorical([span.model for span in spans]),
         "service": _categorical(services),
         "start": pd.DatetimeIndex(start_ns.view("datetime64[ns]")).tz_localize("UTC"),
-        "start_offset_ms": (start_ns - trace_start) / _NS_PER_MS,
-        "duration_ms": (end_ns - start_ns) / _NS_PER_MS,
-        "self_time_ms": _int64((span.self_time_ns for span in spans), n) / _NS_PER_MS,
-        "critical_path_ms": _int64((span.critical_path_ns for span in spans), n) / _NS_PER_MS,
+        "start_offset_ms": (start_ns - trace_start) / NS_PER_MS,
+        "duration_ms": (end_ns - start_ns) / NS_PER_MS,
+        "self_time_ms": _int64((span.self_time_ns for span in spans), n) / NS_PER_MS,
+        "critical_path_ms": _int64((span.critical_path_ns for span in spans), n) / NS_PER_MS,
         "on_critical_path": np.fromiter((span.on_critical_path for span in spans), dtype=bool, count=n),
         "counted": _counted(profiles, spans, n),
         "ended": np.fromiter((span.ended for span in spans), dtype=bool, count=n),
@@ -354,7 +353,7 @@ def trace_table(data: pd.DataFrame | Iterable[TraceProfile] | TraceProfile) -> p
     columns: dict[str, Any] = {
         "trace_id": pd.Categorical(np.asarray(trace_ids, dtype=object)),
         "start": pd.DatetimeIndex(first.view("datetime64[ns]")).tz_localize("UTC") if n_traces else _empty_start(),
-        "duration_ms": (last - first) / _NS_PER_MS,
+        "duration_ms": (last - first) / NS_PER_MS,
         "critical_path_ms": sum_by(codes, table["critical_path_ms"].to_numpy(np.float64), n_traces),
         "span_count": np.bincount(codes, minlength=n_traces).astype(np.int64),
     }
@@ -406,7 +405,7 @@ def start_ns_of(table: pd.DataFrame) -> np.ndarray:
 
 def duration_ns_of(table: pd.DataFrame) -> np.ndarray:
     """The ``duration_ms`` column back in integer nanoseconds (exact for spans under three weeks)."""
-    return np.rint(np.asarray(table["duration_ms"].to_numpy(dtype=np.float64)) * _NS_PER_MS).astype(np.int64)
+    return np.rint(np.asarray(table["duration_ms"].to_numpy(dtype=np.float64)) * NS_PER_MS).astype(np.int64)
 
 
 def category_codes_of(table: pd.DataFrame) -> tuple[np.ndarray, list[str]]:

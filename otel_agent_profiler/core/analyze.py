@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from .aggregate import aggregate, mark_nested_llm_duplicates
-from .assembly import build_tree, group_by_trace
 from .backend_load import BACKEND_SAMPLES, recorded_backend_load
 from .call_anatomy import assign_call_anatomy, is_server_span
 from .categories import EMBEDDING, LLM, classify
@@ -18,6 +17,7 @@ from .profile import Anomaly, TraceProfile
 from .records import AttributeValue, SpanKind, SpanRecord
 from .same_call import mark_non_calls, mark_side_by_side_duplicates
 from .self_time import assign_self_times
+from .span_tree import build_tree, group_by_trace
 
 #: Decides a span's category from its name and attributes.
 Classifier = Callable[[str, Mapping[str, AttributeValue]], str]

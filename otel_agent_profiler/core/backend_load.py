@@ -27,14 +27,12 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .categories import LLM
 from .models import model_family
+from .profile import BackendLoad, LoadSample, SpanProfile, TraceProfile
 from .records import AttributeValue, non_negative_number
-
-if TYPE_CHECKING:
-    from .profile import SpanProfile, TraceProfile
 
 #: The span attributes a live profiler writes on an LLM span with a load (``live/attributes.py``
 #: registers them with units), and the offline analysis reads back.
@@ -52,75 +50,6 @@ BACKEND_PREEMPTIONS = "agent_profiler.backend.preemptions"
 DEFAULT_MAX_GAP_NS = 2_500_000_000
 #: Thirty minutes of one-second samples per server.
 DEFAULT_MAX_SAMPLES = 1800
-
-
-@dataclass(frozen=True, slots=True)
-class LoadSample:
-    """One scrape of an inference server's metrics, reduced to what the profiler uses.
-
-    Attributes:
-        time_ns: When it was taken, Unix epoch nanoseconds (the clock spans use).
-        source: Which server: the scraped URL, or the instance a recording names.
-        running: Requests in the running batch (``vllm:num_requests_running``).
-        waiting: Requests queued for a slot (``vllm:num_requests_waiting``).
-        kv_cache_usage: Fraction of the KV cache in use, 0 to 1.
-        prefix_cache_queries: Cumulative prompt tokens looked up in the prefix cache.
-        prefix_cache_hits: Cumulative prompt tokens found there.
-        preemptions: Cumulative preemptions (requests evicted to free KV cache).
-        models: The model names the server labels its series with.
-        prefix_cache_hit_rate: The server's own recent hit rate, 0 to 1, for servers that publish
-            a rate rather than hits and queries (SGLang's ``sglang:cache_hit_rate``).
-    """
-
-    time_ns: int
-    source: str
-    running: float | None = None
-    waiting: float | None = None
-    kv_cache_usage: float | None = None
-    prefix_cache_queries: float | None = None
-    prefix_cache_hits: float | None = None
-    preemptions: float | None = None
-    models: tuple[str, ...] = ()
-    prefix_cache_hit_rate: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class BackendLoad:
-    """What one LLM call met on its server. None where the server does not publish the metric.
-
-    Attributes:
-        source: The server the samples came from.
-        samples: How many samples describe the call (gauges).
-        running_mean / running_max: Requests in the running batch.
-        waiting_mean / waiting_max: Requests waiting for a slot.
-        kv_cache_usage_max: Highest KV-cache use, 0 to 1.
-        prefix_cache_hit_rate: Prompt tokens found in the prefix cache over those looked up.
-        preemptions: Preemptions on the server while the call ran.
-    """
-
-    source: str
-    samples: int
-    running_mean: float | None = None
-    running_max: float | None = None
-    waiting_mean: float | None = None
-    waiting_max: float | None = None
-    kv_cache_usage_max: float | None = None
-    prefix_cache_hit_rate: float | None = None
-    preemptions: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The load as JSON-ready data (``backend_load`` of an LLM span in ``--format json``)."""
-        return {
-            "source": self.source,
-            "samples": self.samples,
-            "running_mean": self.running_mean,
-            "running_max": self.running_max,
-            "waiting_mean": self.waiting_mean,
-            "waiting_max": self.waiting_max,
-            "kv_cache_usage_max": self.kv_cache_usage_max,
-            "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
-            "preemptions": self.preemptions,
-        }
 
 
 def load_during(

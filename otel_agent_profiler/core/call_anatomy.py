@@ -24,11 +24,10 @@ by how much. Without server spans nothing here changes a profile.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from .categories import LLM
 from .genai import token_usage_of
-from .profile import Anomaly, SpanProfile, TraceProfile
+from .profile import Anomaly, LlmPhases, SpanProfile, TraceProfile
 from .records import AttributeValue, SpanKind, SpanRecord, seconds_as_ns
 
 QUEUE_SECONDS = "gen_ai.latency.time_in_queue"
@@ -52,46 +51,6 @@ SERVER_LATENCY_ATTRIBUTES = (
 PHASES = ("queue", "prefill", "decode", "other")
 
 SERVER_PHASES_EXCEED_CALL = "server_phases_exceed_call"
-
-
-@dataclass(slots=True)
-class LlmPhases:
-    """One LLM call's time split into phases, in nanoseconds; they add up to the call's duration."""
-
-    queue_ns: int = 0
-    prefill_ns: int = 0
-    decode_ns: int = 0
-    other_ns: int = 0
-
-    @property
-    def total_ns(self) -> int:
-        return self.queue_ns + self.prefill_ns + self.decode_ns + self.other_ns
-
-    def add(self, other: LlmPhases) -> None:
-        self.queue_ns += other.queue_ns
-        self.prefill_ns += other.prefill_ns
-        self.decode_ns += other.decode_ns
-        self.other_ns += other.other_ns
-
-    def scaled(self, part_ns: int) -> LlmPhases:
-        """The phases of ``part_ns`` of the call, in the call's proportions (exact integers)."""
-        whole = self.total_ns
-        if whole <= 0 or part_ns >= whole:
-            return LlmPhases(self.queue_ns, self.prefill_ns, self.decode_ns, self.other_ns)
-        part_ns = max(0, part_ns)
-        queue = self.queue_ns * part_ns // whole
-        prefill = self.prefill_ns * part_ns // whole
-        decode = self.decode_ns * part_ns // whole
-        return LlmPhases(queue, prefill, decode, part_ns - queue - prefill - decode)
-
-    def to_dict(self) -> dict[str, float]:
-        """The phases in milliseconds, keyed ``queue``, ``prefill``, ``decode``, ``other``."""
-        return {
-            "queue": self.queue_ns / 1e6,
-            "prefill": self.prefill_ns / 1e6,
-            "decode": self.decode_ns / 1e6,
-            "other": self.other_ns / 1e6,
-        }
 
 
 def is_server_span(record: SpanRecord) -> bool:

@@ -2,21 +2,21 @@
 
 A ``SpanProfile`` is also the node of the span tree, so a trace's tree and its numbers are
 one structure. All times are integer nanoseconds; reports convert at the edge.
+
+Every type a profile holds is defined here, the inference server's measures of an LLM call
+included (``LlmPhases``, ``LoadSample``, ``BackendLoad``): the modules that compute them
+(``call_anatomy``, ``backend_load``) import this one, never the other way round.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 from .categories import CATEGORIES
 from .fast_pickle import pickled_by_fields
 from .genai import TokenUsage
 from .records import SpanRecord
-
-if TYPE_CHECKING:
-    from .backend_load import BackendLoad, LoadSample
-    from .call_anatomy import LlmPhases
 
 
 class SpanProfile:
@@ -230,3 +230,112 @@ class TraceProfile:
         for span in self.spans:
             span.parent = None
             span.children = []
+
+
+@dataclass(slots=True)
+class LlmPhases:
+    """One LLM call's time split into phases, in nanoseconds; they add up to the call's duration."""
+
+    queue_ns: int = 0
+    prefill_ns: int = 0
+    decode_ns: int = 0
+    other_ns: int = 0
+
+    @property
+    def total_ns(self) -> int:
+        return self.queue_ns + self.prefill_ns + self.decode_ns + self.other_ns
+
+    def add(self, other: LlmPhases) -> None:
+        self.queue_ns += other.queue_ns
+        self.prefill_ns += other.prefill_ns
+        self.decode_ns += other.decode_ns
+        self.other_ns += other.other_ns
+
+    def scaled(self, part_ns: int) -> LlmPhases:
+        """The phases of ``part_ns`` of the call, in the call's proportions (exact integers)."""
+        whole = self.total_ns
+        if whole <= 0 or part_ns >= whole:
+            return LlmPhases(self.queue_ns, self.prefill_ns, self.decode_ns, self.other_ns)
+        part_ns = max(0, part_ns)
+        queue = self.queue_ns * part_ns // whole
+        prefill = self.prefill_ns * part_ns // whole
+        decode = self.decode_ns * part_ns // whole
+        return LlmPhases(queue, prefill, decode, part_ns - queue - prefill - decode)
+
+    def to_dict(self) -> dict[str, float]:
+        """The phases in milliseconds, keyed ``queue``, ``prefill``, ``decode``, ``other``."""
+        return {
+            "queue": self.queue_ns / 1e6,
+            "prefill": self.prefill_ns / 1e6,
+            "decode": self.decode_ns / 1e6,
+            "other": self.other_ns / 1e6,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSample:
+    """One scrape of an inference server's metrics, reduced to what the profiler uses.
+
+    Attributes:
+        time_ns: When it was taken, Unix epoch nanoseconds (the clock spans use).
+        source: Which server: the scraped URL, or the instance a recording names.
+        running: Requests in the running batch (``vllm:num_requests_running``).
+        waiting: Requests queued for a slot (``vllm:num_requests_waiting``).
+        kv_cache_usage: Fraction of the KV cache in use, 0 to 1.
+        prefix_cache_queries: Cumulative prompt tokens looked up in the prefix cache.
+        prefix_cache_hits: Cumulative prompt tokens found there.
+        preemptions: Cumulative preemptions (requests evicted to free KV cache).
+        models: The model names the server labels its series with.
+        prefix_cache_hit_rate: The server's own recent hit rate, 0 to 1, for servers that publish
+            a rate rather than hits and queries (SGLang's ``sglang:cache_hit_rate``).
+    """
+
+    time_ns: int
+    source: str
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+    prefix_cache_queries: float | None = None
+    prefix_cache_hits: float | None = None
+    preemptions: float | None = None
+    models: tuple[str, ...] = ()
+    prefix_cache_hit_rate: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BackendLoad:
+    """What one LLM call met on its server. None where the server does not publish the metric.
+
+    Attributes:
+        source: The server the samples came from.
+        samples: How many samples describe the call (gauges).
+        running_mean / running_max: Requests in the running batch.
+        waiting_mean / waiting_max: Requests waiting for a slot.
+        kv_cache_usage_max: Highest KV-cache use, 0 to 1.
+        prefix_cache_hit_rate: Prompt tokens found in the prefix cache over those looked up.
+        preemptions: Preemptions on the server while the call ran.
+    """
+
+    source: str
+    samples: int
+    running_mean: float | None = None
+    running_max: float | None = None
+    waiting_mean: float | None = None
+    waiting_max: float | None = None
+    kv_cache_usage_max: float | None = None
+    prefix_cache_hit_rate: float | None = None
+    preemptions: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The load as JSON-ready data (``backend_load`` of an LLM span in ``--format json``)."""
+        return {
+            "source": self.source,
+            "samples": self.samples,
+            "running_mean": self.running_mean,
+            "running_max": self.running_max,
+            "waiting_mean": self.waiting_mean,
+            "waiting_max": self.waiting_max,
+            "kv_cache_usage_max": self.kv_cache_usage_max,
+            "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
+            "preemptions": self.preemptions,
+        }

@@ -38,6 +38,7 @@ from .categories import AGENT, CATEGORIES
 from .percentiles import percentile
 from .profile import TraceProfile
 from .records import StatusCode
+from .units import NS_PER_MS
 
 #: Programs averaged at most; the traces of any further program are only counted.
 MAX_PROGRAMS = 1000
@@ -46,7 +47,6 @@ DURATION_WINDOW = 1000
 #: The service of a trace whose root records no ``service.name`` (OpenTelemetry's own default).
 UNKNOWN_SERVICE = "unknown_service"
 
-_NS_PER_MS = 1e6
 _ERROR = StatusCode.ERROR
 _CATEGORY_COUNT = len(CATEGORIES)
 
@@ -157,7 +157,7 @@ class _Program:
 
     def to_dict(self, service: str, program: str) -> dict[str, Any]:
         traces = self.traces
-        per_trace_ms = traces * _NS_PER_MS
+        per_trace_ms = traces * NS_PER_MS
         critical_path_ns = self.critical_path_ns
         categories = {
             name: {
@@ -172,7 +172,7 @@ class _Program:
         recent = self.recent_durations_ns
         phases = None
         if self.phase_traces:
-            per_phase_trace_ms = self.phase_traces * _NS_PER_MS
+            per_phase_trace_ms = self.phase_traces * NS_PER_MS
             queue, prefill, decode, other = self.phases_ns
             phases = {
                 "queue": queue / per_phase_trace_ms,
@@ -187,8 +187,8 @@ class _Program:
             "error_traces": self.error_traces,
             "duration_ms": {
                 "mean": self.duration_ns / per_trace_ms,
-                "p50": percentile(recent, 0.5) / _NS_PER_MS,
-                "p90": percentile(recent, 0.9) / _NS_PER_MS,
+                "p50": percentile(recent, 0.5) / NS_PER_MS,
+                "p90": percentile(recent, 0.9) / NS_PER_MS,
             },
             "critical_path_ms": critical_path_ns / per_trace_ms,
             "categories": categories,

@@ -45,6 +45,10 @@ Integer nanoseconds throughout; times are relative to each span's projected star
 timestamps never go through floating point. Iterative (one pass down, one pass up), so the
 depth of the tree does not matter. It needs the span tree: project before
 ``TraceProfile.release()``.
+
+Every projection starts from the trace's clipped schedule as recorded (``RecordedSchedule``).
+A caller projecting one trace several times builds it once and passes it as ``schedule=``;
+without one, each projection builds its own. Nothing is kept between calls.
 """
 
 from __future__ import annotations
@@ -73,6 +77,8 @@ def projected_duration_ns(
     profile: TraceProfile,
     factor: Factor = unchanged,
     independent: Collection[frozenset[str]] | None = None,
+    *,
+    schedule: RecordedSchedule | None = None,
 ) -> int:
     """The trace's end-to-end duration (latest end minus earliest start) with its spans changed.
 
@@ -81,15 +87,17 @@ def projected_duration_ns(
     each other are removed: every member starts where the group's earliest member started (same
     dependencies, same gap), as if the group had been launched at once. Ids of one group that
     have different parents form one group per parent; a span listed in several groups belongs
-    to the first; unknown ids are ignored.
+    to the first; unknown ids are ignored. ``schedule``: the trace's, if already built.
     """
-    return _project(profile, factor, independent, None)
+    return _project(profile, _recorded(profile, schedule), factor, independent, None)
 
 
 def projected_duration_scaled_ns(
     profile: TraceProfile,
     scales: Mapping[SpanProfile, float],
     independent: Collection[frozenset[str]] | None = None,
+    *,
+    schedule: RecordedSchedule | None = None,
 ) -> int:
     """As :func:`projected_duration_ns`, with the changed spans given as a mapping to their factors.
 
@@ -97,7 +105,7 @@ def projected_duration_scaled_ns(
     are visited, where a ``factor`` function is asked about every span of the trace: the findings
     project each trace dozens of times, mostly changing one span or a few.
     """
-    return _project(profile, None, independent, None, scales)
+    return _project(profile, _recorded(profile, schedule), None, independent, None, scales)
 
 
 #: A span on a projected critical path, its projected start (from the trace's projected start) and
@@ -109,6 +117,8 @@ def projected_critical_path(
     profile: TraceProfile,
     factor: Factor = unchanged,
     independent: Collection[frozenset[str]] | None = None,
+    *,
+    schedule: RecordedSchedule | None = None,
 ) -> tuple[int, list[PathStep]]:
     """The projected duration (as ``projected_duration_ns``) and the critical path of the projected schedule.
 
@@ -117,7 +127,7 @@ def projected_critical_path(
     duration. Every span is scheduled again, so it costs more than ``projected_duration_ns``.
     """
     trail: _Trail = {}
-    duration = _project(profile, factor, independent, trail)
+    duration = _project(profile, _recorded(profile, schedule), factor, independent, trail)
     steps: list[PathStep] = []
     # Depth first from the virtual root: a span, then its chain of children, each followed by its own.
     stack: list[tuple[SpanProfile | None, int, int]] = [(None, 0, duration)]
@@ -138,13 +148,13 @@ _Trail = dict[SpanProfile | None, list[tuple[SpanProfile, int, int]]]
 
 def _project(
     profile: TraceProfile,
+    tree: RecordedSchedule,
     factor: Factor | None,
     independent: Collection[frozenset[str]] | None,
     trail: _Trail | None,
     given: Mapping[SpanProfile, float] | None = None,
 ) -> int:
     group_of = _group_index(independent)
-    tree = _tree_of(profile)
     # A subtree with no changed span and no regrouped child projects to exactly its recorded
     # (clipped) length, so only the changed spans and their ancestors are scheduled again.
     scales: dict[SpanProfile, float] = {}
@@ -169,11 +179,15 @@ def _project(
 
 
 def projected_durations_scaled_ns(
-    profile: TraceProfile, selected: Collection[SpanProfile], scales: Sequence[float]
+    profile: TraceProfile,
+    selected: Collection[SpanProfile],
+    scales: Sequence[float],
+    *,
+    schedule: RecordedSchedule | None = None,
 ) -> list[int]:
     """``projected_duration_scaled_ns`` with every span of ``selected`` at each factor of ``scales``
     in turn: one projected duration per factor. The spans to schedule again are found once."""
-    tree = _tree_of(profile)
+    tree = _recorded(profile, schedule)
     affected: set[SpanProfile] = set()
     for span in selected:
         _add_with_ancestors(span, affected)
@@ -194,7 +208,7 @@ def _add_with_ancestors(span: SpanProfile, affected: set[SpanProfile]) -> None:
 
 def _schedule(
     profile: TraceProfile,
-    tree: _Tree,
+    tree: RecordedSchedule,
     scales: Mapping[SpanProfile, float],
     spans: list[SpanProfile],
     group_of: dict[str, int],
@@ -233,11 +247,13 @@ def _schedule(
     )
 
 
-class _Tree:
-    """What every projection of one trace shares: the clipped schedule as recorded.
+class RecordedSchedule:
+    """What every projection of one trace shares: its clipped schedule as recorded.
 
     The findings project one trace a dozen times and more in a row; building this once per
-    trace instead of once per projection halves their cost.
+    trace instead of once per projection halves their cost. It refers to the trace's spans, so
+    it lives as long as the caller keeps it (``find_all`` keeps it for one trace). Build it on
+    the finished profile: changing the trace's spans afterwards leaves it stale.
     """
 
     __slots__ = ("_by_end", "held", "intervals", "lengths", "position", "roots", "roots_key", "spans")
@@ -261,18 +277,14 @@ class _Tree:
         return order
 
 
-# The last trace projected, and its tree. One entry, so at most one trace's spans stay referenced;
-# replaced whole, so threads projecting different traces at worst rebuild it.
-_last_tree: _Tree | None = None
-
-
-def _tree_of(profile: TraceProfile) -> _Tree:
-    global _last_tree
-    tree = _last_tree
-    # The same lists (held here, so never another trace's lists at a reused address).
-    if tree is None or tree.spans is not profile.spans or tree.roots_key is not profile.roots:
-        tree = _last_tree = _Tree(profile)
-    return tree
+def _recorded(profile: TraceProfile, schedule: RecordedSchedule | None) -> RecordedSchedule:
+    """``schedule``, or the trace's built now; a schedule of another trace is a caller's mistake."""
+    if schedule is None:
+        return RecordedSchedule(profile)
+    # The same lists (held by the schedule, so never another trace's lists at a reused address).
+    if schedule.spans is not profile.spans or schedule.roots_key is not profile.roots:
+        raise ValueError(f"schedule is not the recorded schedule of trace {profile.trace_id}")
+    return schedule
 
 
 _NO_CHILDREN: list[_Child] = []

@@ -12,12 +12,11 @@ from .backend_load import summarize_loads
 from .categories import CATEGORIES
 from .context_window import context_window_use
 from .profile import SpanProfile, TraceProfile
-
-_NS_PER_MS = 1e6
+from .units import NS_PER_MS
 
 
 def _ms(ns: int) -> float:
-    return ns / _NS_PER_MS
+    return ns / NS_PER_MS
 
 
 def span_to_dict(span: SpanProfile, trace_start_ns: int) -> dict[str, Any]:

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import math
 
+#: Nanoseconds in a millisecond, for the ``*_ms`` numbers of the JSON outputs, span attributes and
+#: metrics (a float: their values are floats).
+NS_PER_MS = 1e6
+
 # (nanoseconds per unit, unit), largest first.
 _UNITS = ((1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "µs"), (1, "ns"))
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.backend_load import BackendLoad
 from ..core.categories import CATEGORIES
 from ..core.context_window import context_window_use
-from ..core.profile import SpanProfile, TraceProfile
+from ..core.profile import BackendLoad, SpanProfile, TraceProfile
+from ..core.units import NS_PER_MS
 from . import attributes as attr
 
-_NS_PER_MS = 1e6
 _CATEGORY_KEYS = {category: f"{attr.TRACE_CATEGORY_CRITICAL_PATH_PREFIX}{category}" for category in CATEGORIES}
 _TOKEN_KEYS = tuple(
     (kind, f"{attr.TRACE_TOKENS_PREFIX}{kind}", f"{attr.TRACE_CRITICAL_PATH_TOKENS_PREFIX}{kind}")
@@ -23,12 +22,12 @@ def span_attributes(span: SpanProfile) -> dict[str, Any]:
     values: dict[str, Any] = {
         attr.CATEGORY: span.category,
         attr.OPERATION: span.operation,
-        attr.SELF_TIME_MS: span.self_time_ns / _NS_PER_MS,
-        attr.CRITICAL_PATH_MS: span.critical_path_ns / _NS_PER_MS,
+        attr.SELF_TIME_MS: span.self_time_ns / NS_PER_MS,
+        attr.CRITICAL_PATH_MS: span.critical_path_ns / NS_PER_MS,
         attr.ON_CRITICAL_PATH: span.on_critical_path,
     }
     if span.time_to_first_token_ns is not None:
-        values[attr.TIME_TO_FIRST_TOKEN_MS] = span.time_to_first_token_ns / _NS_PER_MS
+        values[attr.TIME_TO_FIRST_TOKEN_MS] = span.time_to_first_token_ns / NS_PER_MS
     if span.cost_usd is not None:
         values[attr.COST_USD] = span.cost_usd
     window_use = context_window_use(span)
@@ -36,10 +35,10 @@ def span_attributes(span: SpanProfile) -> dict[str, Any]:
         values[attr.CONTEXT_WINDOW_USE] = window_use
     phases = span.llm_phases
     if phases is not None:
-        values[attr.LLM_QUEUE_MS] = phases.queue_ns / _NS_PER_MS
-        values[attr.LLM_PREFILL_MS] = phases.prefill_ns / _NS_PER_MS
-        values[attr.LLM_DECODE_MS] = phases.decode_ns / _NS_PER_MS
-        values[attr.LLM_OTHER_MS] = phases.other_ns / _NS_PER_MS
+        values[attr.LLM_QUEUE_MS] = phases.queue_ns / NS_PER_MS
+        values[attr.LLM_PREFILL_MS] = phases.prefill_ns / NS_PER_MS
+        values[attr.LLM_DECODE_MS] = phases.decode_ns / NS_PER_MS
+        values[attr.LLM_OTHER_MS] = phases.other_ns / NS_PER_MS
     load = span.backend_load
     if load is not None:
         values.update(_load_attributes(load))
@@ -68,8 +67,8 @@ def trace_attributes(profile: TraceProfile, *, complete: bool) -> dict[str, Any]
     """The trace totals carried by each root span."""
     critical = profile.critical_path_ns
     values: dict[str, Any] = {
-        attr.TRACE_DURATION_MS: profile.duration_ns / _NS_PER_MS,
-        attr.TRACE_CRITICAL_PATH_MS: critical / _NS_PER_MS,
+        attr.TRACE_DURATION_MS: profile.duration_ns / NS_PER_MS,
+        attr.TRACE_CRITICAL_PATH_MS: critical / NS_PER_MS,
         attr.TRACE_SPAN_COUNT: profile.span_count,
         attr.TRACE_LLM_CALLS: profile.llm_calls,
         attr.TRACE_COMPLETE: complete,
@@ -81,7 +80,7 @@ def trace_attributes(profile: TraceProfile, *, complete: bool) -> dict[str, Any]
     present = {category for category, _ in profile.operations}
     for category in CATEGORIES:
         if category in present:
-            values[_CATEGORY_KEYS[category]] = categories[category].critical_path_ns / _NS_PER_MS
+            values[_CATEGORY_KEYS[category]] = categories[category].critical_path_ns / NS_PER_MS
     for kind, total_key, critical_key in _TOKEN_KEYS:
         total = getattr(profile.tokens, kind)
         if total:
@@ -98,6 +97,6 @@ def trace_attributes(profile: TraceProfile, *, complete: bool) -> dict[str, Any]
     if bottleneck is not None and bottleneck.critical_path_ns > 0:
         values[attr.BOTTLENECK_OPERATION] = bottleneck.operation
         values[attr.BOTTLENECK_CATEGORY] = bottleneck.category
-        values[attr.BOTTLENECK_CRITICAL_PATH_MS] = bottleneck.critical_path_ns / _NS_PER_MS
+        values[attr.BOTTLENECK_CRITICAL_PATH_MS] = bottleneck.critical_path_ns / NS_PER_MS
         values[attr.BOTTLENECK_SHARE] = bottleneck.critical_path_ns / critical if critical else 0.0
     return values

@@ -47,6 +47,8 @@ from ..core.profile import SpanProfile, TraceProfile
 #: ``cat`` of the flow events linking a parent to a child on another lane.
 FLOW_CATEGORY = "agent_profiler.flow"
 _NS_PER_US = 1000
+# An int, not core.units.NS_PER_MS (a float): int / int is exactly rounded, so a span longer than
+# 2**53 ns keeps the last digit of its milliseconds as before.
 _NS_PER_MS = 1_000_000
 
 

@@ -28,12 +28,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._version import __version__
-from ..core.backend_load import BackendLoad
-from ..core.call_anatomy import LlmPhases
 from ..core.categories import CATEGORIES
 from ..core.findings import Finding, combined_projection, describe_location
-from ..core.profile import TraceProfile
-from ..core.units import format_duration, format_usd, plural
+from ..core.profile import BackendLoad, LlmPhases, TraceProfile
+from ..core.units import NS_PER_MS, format_duration, format_usd, plural
 from .chrome_trace import assign_lanes
 from .html_assets import CSS, JS
 from .text import combined_sentence
@@ -87,12 +85,11 @@ DEFAULT_MAX_DETAIL_SPANS = 15_000
 #: Traces listed in the table (the slowest).
 MAX_TABLE_ROWS = 2_000
 _TOP_OPERATIONS = 15
-_NS_PER_MS = 1e6
 
 
 def _ms(ns: int) -> float:
     """Milliseconds, rounded to the nanosecond (keeps the embedded JSON short)."""
-    return round(ns / _NS_PER_MS, 6)
+    return round(ns / NS_PER_MS, 6)
 
 
 def by_duration(profiles: Iterable[TraceProfile]) -> list[TraceProfile]:
@@ -305,7 +302,7 @@ def script_json(data: Any) -> str:
 
 
 def _fmt_ms(ms: float) -> str:
-    return format_duration(ms * _NS_PER_MS)
+    return format_duration(ms * NS_PER_MS)
 
 
 def _legend(phases: bool = False) -> str:
@@ -342,8 +339,8 @@ def _trace_table(
             f'<tr data-trace-id="{html.escape(trace_id)}"{cls}>'
             f'<td class="mono">{html.escape(trace_id)}</td>'
             f"<td>{html.escape(root)}</td>"
-            f'<td class="num">{_fmt_ms(profile.duration_ns / _NS_PER_MS)}</td>'
-            f'<td class="num">{_fmt_ms(profile.critical_path_ns / _NS_PER_MS)}</td>'
+            f'<td class="num">{_fmt_ms(profile.duration_ns / NS_PER_MS)}</td>'
+            f'<td class="num">{_fmt_ms(profile.critical_path_ns / NS_PER_MS)}</td>'
             f'<td class="num">{profile.span_count:,}</td>'
             f'<td class="num">{profile.llm_calls:,}</td>'
             f'<td class="num">{profile.tokens.total:,}</td>'
@@ -352,7 +349,7 @@ def _trace_table(
                 if with_cost
                 else ""
             )
-            + f'<td class="num">{_fmt_ms(best / _NS_PER_MS) if best else "-"}</td>'
+            + f'<td class="num">{_fmt_ms(best / NS_PER_MS) if best else "-"}</td>'
             "</tr>"
         )
     more = ""

@@ -52,11 +52,6 @@ def can_draw(stream: object) -> bool:
     return True
 
 
-def format_ms(ns: int | float) -> str:
-    """A duration as every report writes it (``core.units.format_duration``): "805 ms", "1.71 s"."""
-    return format_duration(ns)
-
-
 def _cut(text: str, width: int, glyphs: Glyphs) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + glyphs.ellipsis
 
@@ -66,7 +61,7 @@ def _share(part: int, whole: int) -> str:
 
 
 def _header(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
-    facts = [format_ms(profile.duration_ns), plural(profile.span_count, "span")]
+    facts = [format_duration(profile.duration_ns), plural(profile.span_count, "span")]
     if len(profile.roots) > 1:
         facts.append(plural(len(profile.roots), "root"))
     if profile.llm_calls:
@@ -92,7 +87,7 @@ def _category_table(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
     critical = profile.critical_path_ns
     lines = [
         "",
-        f"Where the time went (critical path {format_ms(critical)})",
+        f"Where the time went (critical path {format_duration(critical)})",
         f"  {'category':<10} {'count':>6} {'self time':>10} {'crit. path':>10} {'share':>6}",
     ]
     for name in CATEGORIES:
@@ -101,8 +96,8 @@ def _category_table(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
             continue
         bar = glyphs.on_path * round(20 * stats.critical_path_ns / critical) if critical else ""
         lines.append(
-            f"  {name:<10} {stats.count:>6} {format_ms(stats.self_time_ns):>10} "
-            f"{format_ms(stats.critical_path_ns):>10} {_share(stats.critical_path_ns, critical)} {bar}"
+            f"  {name:<10} {stats.count:>6} {format_duration(stats.self_time_ns):>10} "
+            f"{format_duration(stats.critical_path_ns):>10} {_share(stats.critical_path_ns, critical)} {bar}"
         )
     return lines
 
@@ -116,7 +111,7 @@ def _llm_phases(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
     llm = profile.categories["llm"].critical_path_ns
     lines = [
         "",
-        f"Inside the LLM calls on the critical path ({format_ms(phases.total_ns)} of the {format_ms(llm)} "
+        f"Inside the LLM calls on the critical path ({format_duration(phases.total_ns)} of the {format_duration(llm)} "
         "in llm, from the server's spans)",
     ]
     for name, ns in (
@@ -126,7 +121,7 @@ def _llm_phases(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
         ("other", phases.other_ns),
     ):
         bar = glyphs.on_path * round(20 * ns / critical) if critical else ""
-        lines.append(f"  {name:<10} {'':>6} {'':>10} {format_ms(ns):>10} {_share(ns, critical)} {bar}")
+        lines.append(f"  {name:<10} {'':>6} {'':>10} {format_duration(ns):>10} {_share(ns, critical)} {bar}")
     return lines
 
 
@@ -162,8 +157,9 @@ def _operations_table(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
     ]
     for op in ranked[:_TOP_OPERATIONS]:
         lines.append(
-            f"  {_cut(op.operation, 28, glyphs):<28} {op.category:<9} {op.count:>5} {format_ms(op.self_time_ns):>9} "
-            f"{format_ms(op.critical_path_ns):>10} {_share(op.critical_path_ns, critical)}"
+            f"  {_cut(op.operation, 28, glyphs):<28} {op.category:<9} {op.count:>5} "
+            f"{format_duration(op.self_time_ns):>9} {format_duration(op.critical_path_ns):>10} "
+            f"{_share(op.critical_path_ns, critical)}"
         )
     if len(ranked) > _TOP_OPERATIONS:
         lines.append(f"  {glyphs.ellipsis} {plural(len(ranked) - _TOP_OPERATIONS, 'more operation')}")
@@ -197,7 +193,7 @@ MIN_TREE_SPANS = 5
 def _flame_chart(profile: TraceProfile, max_spans: int, glyphs: Glyphs) -> list[str]:
     start, duration = profile.start_ns, profile.duration_ns
     scale = _BAR_WIDTH / duration if duration else 0.0
-    axis = f"0{format_ms(duration):>{_BAR_WIDTH - 1}}"
+    axis = f"0{format_duration(duration):>{_BAR_WIDTH - 1}}"
     lines = [
         "",
         f"Span tree ({glyphs.on_path} on the critical path, {glyphs.off_path} off it; "
@@ -207,8 +203,8 @@ def _flame_chart(profile: TraceProfile, max_spans: int, glyphs: Glyphs) -> list[
     shown = _spans_to_show(profile.spans, max_spans)
     for span in shown:
         indent = "  " * min(span.depth, 8)
-        own_path = format_ms(span.critical_path_ns) if span.critical_path_ns else "-"
-        times = f"{format_ms(span.duration_ns):>7} {own_path:>7}"
+        own_path = format_duration(span.critical_path_ns) if span.critical_path_ns else "-"
+        times = f"{format_duration(span.duration_ns):>7} {own_path:>7}"
         prefix = f" |{_bar(span, start, scale, glyphs)}| {times} {_SHORT_CATEGORY[span.category]:<5} "
         lines.append(prefix + _cut(indent + span.name, WIDTH - len(prefix), glyphs))
     hidden = len(profile.spans) - len(shown)

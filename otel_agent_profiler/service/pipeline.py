@@ -32,6 +32,7 @@ from ..core.categories import CATEGORIES
 from ..core.profile import TraceProfile
 from ..core.programs import ProgramAverages
 from ..core.records import SpanRecord
+from ..core.units import NS_PER_MS
 from ..errors import InternalErrorLog
 from ..live.profile_metrics import ProfileMetrics
 from ..live.trace_assembly import ERROR, REFUSE_NEW, REFUSE_SPAN, TraceAssembly, TraceState
@@ -56,7 +57,6 @@ _PROGRAMS_ERRORS = InternalErrorLog(
 
 #: How many released trace ids are remembered to recognise late spans.
 REMEMBERED_TRACES = 100_000
-_NS_PER_MS = 1e6
 #: Traces that go quiet together are forwarded together, in requests of about this many spans.
 FORWARD_BATCH_SPANS = 1000
 
@@ -345,26 +345,26 @@ class Pipeline:
             profiles = list(self._profiles.values())
         categories = {
             name: {
-                "self_time_ms": sum(p.categories[name].self_time_ns for p in profiles) / _NS_PER_MS,
-                "critical_path_ms": sum(p.categories[name].critical_path_ns for p in profiles) / _NS_PER_MS,
+                "self_time_ms": sum(p.categories[name].self_time_ns for p in profiles) / NS_PER_MS,
+                "critical_path_ms": sum(p.categories[name].critical_path_ns for p in profiles) / NS_PER_MS,
             }
             for name in CATEGORIES
         }
         critical = sum(p.critical_path_ns for p in profiles)
         for values in categories.values():
-            values["critical_path_share"] = values["critical_path_ms"] * _NS_PER_MS / critical if critical else 0.0
+            values["critical_path_share"] = values["critical_path_ms"] * NS_PER_MS / critical if critical else 0.0
         return {
             "trace_count": len(profiles),
             "span_count": sum(p.span_count for p in profiles),
-            "duration_ms": sum(p.duration_ns for p in profiles) / _NS_PER_MS,
-            "critical_path_ms": critical / _NS_PER_MS,
+            "duration_ms": sum(p.duration_ns for p in profiles) / NS_PER_MS,
+            "critical_path_ms": critical / NS_PER_MS,
             "categories": categories,
             "traces": [
                 {
                     "trace_id": p.trace_id,
                     "root": p.roots[0].record.name if p.roots else None,
-                    "duration_ms": p.duration_ns / _NS_PER_MS,
-                    "critical_path_ms": p.critical_path_ns / _NS_PER_MS,
+                    "duration_ms": p.duration_ns / NS_PER_MS,
+                    "critical_path_ms": p.critical_path_ns / NS_PER_MS,
                     "span_count": p.span_count,
                 }
                 for p in reversed(profiles)

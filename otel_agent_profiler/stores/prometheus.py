@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..adapters.prometheus_metrics import LOAD_METRICS, MAX, LoadMetric
-from ..core.backend_load import DEFAULT_MAX_GAP_NS, LoadHistory, LoadSample, attach_backend_load
+from ..core.backend_load import DEFAULT_MAX_GAP_NS, LoadHistory, attach_backend_load
 from ..core.categories import LLM
-from ..core.profile import TraceProfile
+from ..core.profile import LoadSample, TraceProfile
 from .http import FetchProgress, HttpSettings, LockedProgress, NoProgress, StoreError, StoreHttp
 
 PROMETHEUS = "Prometheus"

@@ -13,7 +13,7 @@ from ..categories import LLM
 from ..fast_pickle import pickled_by_fields
 from ..genai import TokenUsage
 from ..profile import SpanProfile, TraceProfile
-from ..projection import projected_duration_scaled_ns, projected_durations_scaled_ns
+from ..projection import RecordedSchedule, projected_duration_scaled_ns, projected_durations_scaled_ns
 from ..units import format_duration as format_duration  # findings write durations as the reports do
 
 JSONValue = Union[str, int, float, bool, None, list["JSONValue"], dict[str, "JSONValue"]]  # noqa: UP007
@@ -220,15 +220,18 @@ def _projected(
     selected: Collection[SpanProfile] = (),
     scale: float = 1.0,
     independent: Collection[frozenset[str]] | None = None,
+    schedule: RecordedSchedule | None = None,
 ) -> tuple[int, int]:
     """Projected duration with ``selected`` spans' own time scaled, and the saving it makes."""
-    projected = projected_duration_scaled_ns(profile, dict.fromkeys(selected, scale), independent)
+    projected = projected_duration_scaled_ns(profile, dict.fromkeys(selected, scale), independent, schedule=schedule)
     return projected, profile.duration_ns - projected
 
 
-def _removed_and_halved(profile: TraceProfile, selected: Collection[SpanProfile]) -> tuple[int, int, int, int]:
+def _removed_and_halved(
+    profile: TraceProfile, selected: Collection[SpanProfile], schedule: RecordedSchedule | None
+) -> tuple[int, int, int, int]:
     """``_projected`` with ``selected`` removed, then twice as fast: both durations and their savings."""
-    removed, halved = projected_durations_scaled_ns(profile, selected, (0.0, 0.5))
+    removed, halved = projected_durations_scaled_ns(profile, selected, (0.0, 0.5), schedule=schedule)
     return removed, profile.duration_ns - removed, halved, profile.duration_ns - halved
 
 

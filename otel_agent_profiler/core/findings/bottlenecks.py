@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..call_anatomy import calls_of
 from ..categories import AGENT, EMBEDDING, INTERNAL, LLM, RETRIEVAL, TOOL
 from ..profile import SpanProfile, TraceProfile
+from ..projection import RecordedSchedule
 from .base import (
     DEFAULT_OPTIONS,
     Finding,
@@ -48,19 +49,21 @@ def overrun_caveat(profile: TraceProfile, spans: list[SpanProfile]) -> str | Non
     )
 
 
-def find_bottlenecks(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+def find_bottlenecks(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
     """The top spans and operations by critical-path time, with the saving of removing their
     own time (``saving_ns``) and of making it 2x faster."""
     ranked = sorted(
         (s for s in profile.spans if s.critical_path_ns > 0),
         key=lambda s: (-s.critical_path_ns, s.start_ns, s.record.span_id),
     )[: options.top_n]
-    findings = [_bottleneck(profile, [span], "span") for span in ranked]
+    findings = [_bottleneck(profile, [span], "span", schedule) for span in ranked]
     reported = {(span,) for span in ranked}
     for _, spans in _top_operations(profile, options.top_n):
         if tuple(spans) in reported:
             continue  # the operation is one span, already reported as such
-        findings.append(_bottleneck(profile, spans, "operation"))
+        findings.append(_bottleneck(profile, spans, "operation", schedule))
     return findings
 
 
@@ -111,9 +114,11 @@ def _suggestion(category: str, operation: str, spans: list[SpanProfile]) -> str:
     return f"Profile '{operation}': this time is spent in the application's own code."
 
 
-def _bottleneck(profile: TraceProfile, spans: list[SpanProfile], scope: str) -> Finding:
+def _bottleneck(
+    profile: TraceProfile, spans: list[SpanProfile], scope: str, schedule: RecordedSchedule | None
+) -> Finding:
     critical = sum(s.critical_path_ns for s in spans)
-    removed, saving, halved, saving_2x = _removed_and_halved(profile, spans)
+    removed, saving, halved, saving_2x = _removed_and_halved(profile, spans, schedule)
     share = _share(critical, profile.critical_path_ns)
     first = spans[0]
     # An inference server's span (and the HTTP span above it) is part of its client's call.
@@ -158,7 +163,9 @@ def _bottleneck(profile: TraceProfile, spans: list[SpanProfile], scope: str) -> 
     )
 
 
-def find_slow_tools(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+def find_slow_tools(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
     """Tool spans whose self time is at least ``slow_tool_ms`` or ``slow_tool_share`` of the trace."""
     threshold_ns = round(options.slow_tool_ms * 1e6)
     duration = profile.duration_ns
@@ -169,7 +176,7 @@ def find_slow_tools(profile: TraceProfile, options: FindingOptions = DEFAULT_OPT
         if span.self_time_ns < threshold_ns and span.self_time_ns < options.slow_tool_share * duration:
             continue
         share = _share(span.self_time_ns, duration)
-        removed, saving, halved, saving_2x = _removed_and_halved(profile, [span])
+        removed, saving, halved, saving_2x = _removed_and_halved(profile, [span], schedule)
         took = (
             f"Tool {span.operation} took {format_duration(span.self_time_ns)} itself "
             f"({_percent(span.self_time_ns / duration)} of the trace)"

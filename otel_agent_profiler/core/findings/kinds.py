@@ -9,14 +9,25 @@ added to the registry is therefore complete, or the registry's test fails.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..profile import TraceProfile
+from ..projection import RecordedSchedule
 from .base import Finding, FindingOptions
 
-#: A finder: every finding of its kinds on one trace, unranked (``find_all`` ranks them).
-Finder = Callable[[TraceProfile, FindingOptions], list[Finding]]
+
+class Finder(Protocol):
+    """A finder: every finding of its kinds on one trace, unranked (``find_all`` ranks them).
+
+    ``schedule`` is the trace's recorded schedule, which ``find_all`` builds once and hands to
+    every finder so that those projecting savings share it; one called alone builds its own
+    when it projects, and a finder that projects nothing ignores it.
+    """
+
+    def __call__(
+        self, profile: TraceProfile, options: FindingOptions = ..., *, schedule: RecordedSchedule | None = None
+    ) -> list[Finding]: ...
 
 
 class Grouping(enum.Enum):

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from ..categories import LLM
 from ..genai import strip_snapshot
 from ..profile import TraceProfile
+from ..projection import RecordedSchedule
 from .base import (
     DEFAULT_OPTIONS,
     Finding,
@@ -31,7 +32,9 @@ def context_window(model: str, windows: Mapping[str, int]) -> int | None:
     return window
 
 
-def find_large_prompts(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+def find_large_prompts(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
     """LLM calls whose input fills at least ``large_prompt_share`` of the model's context window."""
     findings: list[Finding] = []
     for span in _by_start(_llm_calls(profile)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..categories import LLM
 from ..genai import TokenUsage
 from ..profile import SpanProfile, TraceProfile
+from ..projection import RecordedSchedule
 from .base import (
     DEFAULT_OPTIONS,
     Finding,
@@ -33,7 +34,9 @@ def _sequential_runs(spans: list[SpanProfile]) -> list[list[SpanProfile]]:
     return runs
 
 
-def find_sequential_llm_chains(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+def find_sequential_llm_chains(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
     """At least ``min_llm_chain`` sibling LLM calls one after another, none overlapping the next
     (other steps may run between them): a round trip each."""
     findings: list[Finding] = []
@@ -41,18 +44,20 @@ def find_sequential_llm_chains(profile: TraceProfile, options: FindingOptions = 
         llm_children = [c for c in parent.children if c.category == LLM]
         for run in _sequential_runs(llm_children):
             if len(run) >= max(options.min_llm_chain, 2):
-                findings.append(_chain_finding(profile, parent, run))
+                findings.append(_chain_finding(profile, parent, run, schedule))
     return findings
 
 
-def _chain_finding(profile: TraceProfile, parent: SpanProfile, run: list[SpanProfile]) -> Finding:
+def _chain_finding(
+    profile: TraceProfile, parent: SpanProfile, run: list[SpanProfile], schedule: RecordedSchedule | None
+) -> Finding:
     llm_ns = sum(s.duration_ns for s in run)
     chain_ns = run[-1].end_ns - run[0].start_ns
     usage = TokenUsage()
     for span in run:
         if span.tokens is not None:
             usage.add(span.tokens)
-    _, saving_2x = _projected(profile, _with_descendants(run), 0.5)
+    _, saving_2x = _projected(profile, _with_descendants(run), 0.5, schedule=schedule)
     models = sorted({s.model or s.operation for s in run})
     return Finding(
         kind=SEQUENTIAL_LLM_CHAIN,

@@ -18,7 +18,7 @@ from ..backend_load import summarize_loads
 from ..call_anatomy import server_phases_ns
 from ..categories import LLM
 from ..profile import SpanProfile, TraceProfile
-from ..projection import projected_duration_scaled_ns
+from ..projection import RecordedSchedule, projected_duration_scaled_ns
 from .base import (
     DEFAULT_OPTIONS,
     Evidence,
@@ -50,7 +50,7 @@ def _split_calls_on_path(profile: TraceProfile) -> list[SpanProfile]:
     return [s for s in profile.spans if s.llm_phases is not None and s.llm_call_critical_path_ns > 0]
 
 
-def _saving_without(profile: TraceProfile, phase: int, factor: float) -> int:
+def _saving_without(profile: TraceProfile, phase: int, factor: float, schedule: RecordedSchedule | None) -> int:
     """How much sooner the trace ends with one phase (0 queue, 1 prefill, 2 decode) of every split call scaled."""
     scales: dict[SpanProfile, float] = {}
     for span in profile.spans:
@@ -64,10 +64,12 @@ def _saving_without(profile: TraceProfile, phase: int, factor: float) -> int:
             scales[span] = max(0.0, (own - removed) / own)
     if not scales:
         return 0
-    return max(0, profile.duration_ns - projected_duration_scaled_ns(profile, scales))
+    return max(0, profile.duration_ns - projected_duration_scaled_ns(profile, scales, schedule=schedule))
 
 
-def find_llm_phases(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+def find_llm_phases(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
     """Queue, prefill or decode holding much of the critical path, from the inference server's spans."""
     phases = profile.critical_path_llm_phases
     critical = profile.critical_path_ns
@@ -82,7 +84,7 @@ def find_llm_phases(profile: TraceProfile, options: FindingOptions = DEFAULT_OPT
             (s for s in calls if s.llm_phases is not None and s.llm_phases.queue_ns >= _QUEUED_NS),
             key=lambda s: (-(s.llm_phases.queue_ns if s.llm_phases else 0), s.start_ns),
         )
-        saving = _saving_without(profile, 0, 0.0)
+        saving = _saving_without(profile, 0, 0.0, schedule)
         evidence: Evidence = {
             "queue_ns": phases.queue_ns,
             "critical_path_share": queue_share,
@@ -138,7 +140,7 @@ def find_llm_phases(profile: TraceProfile, options: FindingOptions = DEFAULT_OPT
         if share < PHASE_DOMINATES:
             continue
         ranked = sorted(calls, key=lambda span: (-_phase_of(span, index), span.start_ns))
-        saving_2x = _saving_without(profile, index, 0.5)
+        saving_2x = _saving_without(profile, index, 0.5, schedule)
         findings.append(
             Finding(
                 kind=kind,

@@ -10,6 +10,7 @@ from ..categories import LLM
 from ..genai import TokenUsage
 from ..intervals import union_length
 from ..profile import SpanProfile, TraceProfile
+from ..projection import RecordedSchedule
 from .base import (
     DEFAULT_OPTIONS,
     Finding,
@@ -36,7 +37,9 @@ LOW_CACHE_HIT_RATE = 0.5
 MIN_UNCACHED_TOKENS = 1024
 
 
-def find_llm_timing(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+def find_llm_timing(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
     """Streaming LLM calls split into time to first token (waiting) and decoding, per call and in total."""
     streaming = [s for s in _by_start(_llm_calls(profile)) if s.streaming]
     timed = [s for s in streaming if s.time_to_first_token_ns is not None]
@@ -91,7 +94,9 @@ def find_llm_timing(profile: TraceProfile, options: FindingOptions = DEFAULT_OPT
     ]
 
 
-def find_llm_gaps(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+def find_llm_gaps(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
     """Time between consecutive LLM calls of one agent (a span's LLM children one after another):
     how much of it other steps (tools, retrievals, ...) cover, and how much is the agent's own."""
     gaps: list[JSONValue] = []
@@ -153,7 +158,9 @@ def find_llm_gaps(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIO
     ]
 
 
-def find_prefix_cache(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+def find_prefix_cache(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
     """Prefix-cache hit rate: cached input tokens over input tokens, per model and in total."""
     by_model: dict[str, TokenUsage] = {}
     for span in _llm_calls(profile):

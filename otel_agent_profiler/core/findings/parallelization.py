@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from ..categories import AGENT, CATEGORIES, INTERNAL, LLM
 from ..profile import SpanProfile, TraceProfile
+from ..projection import RecordedSchedule
 from ..records import AttributeValue
 from .base import (
     DEFAULT_OPTIONS,
@@ -157,7 +158,9 @@ def _dependency(
     return False, "no link and no recorded data flow between two actions"
 
 
-def find_parallelization(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+def find_parallelization(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
     """Siblings (tools, retrievals, LLM calls, sub-agents, ...) that ran one after another with
     no data dependency; the saving is the projection with them started together.
 
@@ -186,7 +189,7 @@ def find_parallelization(profile: TraceProfile, options: FindingOptions = DEFAUL
         reasons: set[str] = set()
         for child in parent.children:
             if child.category not in _PARALLEL_CATEGORIES:
-                findings.extend(_parallel_group(profile, parent, group, reasons))
+                findings.extend(_parallel_group(profile, parent, group, reasons, schedule))
                 group, reasons = [], set()
                 continue
             verdicts = [
@@ -195,22 +198,26 @@ def find_parallelization(profile: TraceProfile, options: FindingOptions = DEFAUL
                 if member.end_ns <= child.start_ns
             ]
             if any(depends for depends, _ in verdicts):
-                findings.extend(_parallel_group(profile, parent, group, reasons))
+                findings.extend(_parallel_group(profile, parent, group, reasons, schedule))
                 group, reasons = [child], set()
                 continue
             group.append(child)
             reasons.update(reason for _, reason in verdicts)
-        findings.extend(_parallel_group(profile, parent, group, reasons))
+        findings.extend(_parallel_group(profile, parent, group, reasons, schedule))
     return findings
 
 
 def _parallel_group(
-    profile: TraceProfile, parent: SpanProfile, group: list[SpanProfile], reasons: set[str]
+    profile: TraceProfile,
+    parent: SpanProfile,
+    group: list[SpanProfile],
+    reasons: set[str],
+    schedule: RecordedSchedule | None,
 ) -> list[Finding]:
     if len(group) < 2 or not reasons:  # no reasons: no member ran after another
         return []
     ids = frozenset(s.record.span_id for s in group)
-    projected, saving = _projected(profile, independent=[ids])
+    projected, saving = _projected(profile, independent=[ids], schedule=schedule)
     if saving <= 0:
         return []
     categories = {s.category for s in group}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..categories import TOOL
 from ..profile import SpanProfile, TraceProfile
+from ..projection import RecordedSchedule
 from .base import (
     DEFAULT_OPTIONS,
     Finding,
@@ -40,7 +41,9 @@ def tool_arguments(span: SpanProfile) -> str | None:
     return None
 
 
-def find_repeated_tool_calls(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+def find_repeated_tool_calls(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
     """Tool calls with the same tool and the same arguments made more than once in the trace;
     the saving is that of dropping every repeat (with what it called) but the first."""
     calls: dict[tuple[str, str], list[SpanProfile]] = {}
@@ -53,7 +56,7 @@ def find_repeated_tool_calls(profile: TraceProfile, options: FindingOptions = DE
         if len(spans) < 2:
             continue
         repeats = spans[1:]
-        projected, saving = _projected(profile, _with_descendants(repeats), 0.0)
+        projected, saving = _projected(profile, _with_descendants(repeats), 0.0, schedule=schedule)
         findings.append(
             Finding(
                 kind=REPEATED_TOOL_CALL,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from ..genai import TokenUsage
 from ..profile import TraceProfile
+from ..projection import RecordedSchedule
 from .base import (
     CATEGORY_BUDGET_MEASURES,
     DEFAULT_OPTIONS,
@@ -23,7 +24,9 @@ TOKEN_PROFILE = "token_profile"
 BUDGET_EXCEEDED = "budget_exceeded"
 
 
-def find_token_profile(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+def find_token_profile(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
     """Tokens (and cost, when the profile was made with prices) per operation, model and category,
     and how much of it lies on the critical path."""
     if profile.tokens.is_empty() and profile.cost_usd is None:
@@ -75,7 +78,9 @@ def find_token_profile(profile: TraceProfile, options: FindingOptions = DEFAULT_
     ]
 
 
-def find_budget_overruns(profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS) -> list[Finding]:
+def find_budget_overruns(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
     """A finding per budget the trace, or one of its categories, exceeds.
 
     A cost budget needs a profile made with prices: a trace (or category) with no priced call is

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from ..categories import CATEGORIES, EMBEDDING, LLM
 from ..genai import strip_snapshot
 from ..profile import SpanProfile, TraceProfile
-from ..projection import projected_critical_path
+from ..projection import RecordedSchedule, projected_critical_path
 from .base import (
+    DEFAULT_OPTIONS,
     Evidence,
     Finding,
     FindingOptions,
@@ -58,15 +59,18 @@ def _selector_label(selector: str) -> str:
     return f"all {selector} spans" if selector in CATEGORIES else selector
 
 
-def what_if(profile: TraceProfile, selector: str, speedup: float) -> Finding:
+def what_if(
+    profile: TraceProfile, selector: str, speedup: float, *, schedule: RecordedSchedule | None = None
+) -> Finding:
     """The trace's end-to-end saving if the selected spans (with everything they called) were
-    ``speedup`` times faster (``math.inf``: instant), recomputed on the tree."""
+    ``speedup`` times faster (``math.inf``: instant), recomputed on the tree (``schedule``: the
+    trace's recorded schedule, if already built)."""
     if not (speedup > 0):
         raise ValueError(f"speedup must be > 0, got {speedup!r}")
     selected = select(profile, selector)
     chosen = _with_descendants(selected)
     tops = [s for s in selected if not any(a in chosen for a in _ancestors(s))]
-    projected, saving = _projected(profile, chosen, 0.0 if math.isinf(speedup) else 1.0 / speedup)
+    projected, saving = _projected(profile, chosen, 0.0 if math.isinf(speedup) else 1.0 / speedup, schedule=schedule)
     label = _selector_label(selector)
     faster = "instant" if math.isinf(speedup) else f"{speedup:g}x faster"
     title = (
@@ -132,7 +136,9 @@ class WhatIfProjection:
         }
 
 
-def what_ifs_together(profile: TraceProfile, changes: Sequence[tuple[str, float]]) -> WhatIfProjection:
+def what_ifs_together(
+    profile: TraceProfile, changes: Sequence[tuple[str, float]], *, schedule: RecordedSchedule | None = None
+) -> WhatIfProjection:
     """The trace recomputed on its tree with every ``(selector, speedup)`` applied at once.
 
     Each selector picks spans as ``select`` does; they (with everything they called) become
@@ -149,7 +155,7 @@ def what_ifs_together(profile: TraceProfile, changes: Sequence[tuple[str, float]
         for span in _with_descendants(selected):
             factors[span] = 1.0 / speedup
         applied.append({"selector": selector, "speedup": speedup, "matched_spans": len(selected)})
-    projected, steps = projected_critical_path(profile, lambda span: factors.get(span, 1.0))
+    projected, steps = projected_critical_path(profile, lambda span: factors.get(span, 1.0), schedule=schedule)
     path: list[Evidence] = [
         {
             "span_id": span.record.span_id,
@@ -164,9 +170,11 @@ def what_ifs_together(profile: TraceProfile, changes: Sequence[tuple[str, float]
     return WhatIfProjection(applied, profile.duration_ns, projected, path)
 
 
-def find_what_ifs(profile: TraceProfile, options: FindingOptions) -> list[Finding]:
+def find_what_ifs(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
     """``what_if`` for each ``options.what_ifs`` entry, in their order."""
-    return [what_if(profile, selector, speedup) for selector, speedup in options.what_ifs]
+    return [what_if(profile, selector, speedup, schedule=schedule) for selector, speedup in options.what_ifs]
 
 
 #: The registry record (``registry.REGISTRY``). A what-if is a question, not a change, and is

@@ -1,4 +1,4 @@
-"""Tree assembly: parent ids only, and bad data repaired, reported and still analysed."""
+"""Span trees from records: parent ids only, and bad data repaired, reported and still analysed."""
 
 from __future__ import annotations
 
