@@ -1,7 +1,8 @@
 """The profiler's exceptions, and what it does with its own bugs.
 
-Bad input (an unusable span, an id that is not one) raises a subclass of ``AgentProfilerError``,
-which is also a ``ValueError``: code that catches ``ValueError`` keeps working.
+Every exception the package raises on purpose is defined here, under ``AgentProfilerError``. Bad
+input (an unusable span, an id that is not one, metrics text that is not Prometheus text) raises a
+subclass that is also a ``ValueError``: code that catches ``ValueError`` keeps working.
 
 The profiler's own bugs must not reach the user's app: OpenTelemetry does not guard span
 processor hooks, and a service must keep serving. Every place that catches an unexpected error
@@ -11,20 +12,27 @@ full) or, when the test suite has set ``raise_internal_errors``, re-raises it so
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 
 __all__ = [
     "AgentProfilerError",
     "BadIdError",
     "InternalErrorLog",
+    "MetricsTextError",
+    "Overloaded",
+    "RequestTooLarge",
     "SpanDataError",
+    "StoreError",
+    "handle_internal_errors",
     "report_internal_error",
 ]
 
 
 class AgentProfilerError(Exception):
-    """Base class of the errors otel-agent-profiler raises for input it cannot use."""
+    """Base class of every exception otel-agent-profiler raises on purpose."""
 
 
 class SpanDataError(AgentProfilerError, ValueError):
@@ -33,6 +41,22 @@ class SpanDataError(AgentProfilerError, ValueError):
 
 class BadIdError(AgentProfilerError, ValueError):
     """An id that is neither hex nor base64 of the right length."""
+
+
+class MetricsTextError(AgentProfilerError, ValueError):
+    """The text is not Prometheus text exposition, or holds none of the series the profiler reads."""
+
+
+class StoreError(AgentProfilerError):
+    """A trace store could not be read; the message is one line saying why."""
+
+
+class Overloaded(AgentProfilerError):
+    """``serve`` holds as much as it may (or is stopping): the sender should retry later."""
+
+
+class RequestTooLarge(AgentProfilerError):
+    """An OTLP request's body, once decompressed, is over ``serve``'s size limit."""
 
 
 #: Set by the test suite: re-raise internal errors instead of logging them.
@@ -93,11 +117,32 @@ class InternalErrorLog:
         elif self._repeat_level is not None:
             self._logger.log(self._repeat_level, self._repeat_message, *args, exc_info=True)
 
+    @contextlib.contextmanager
+    def guard(self, key: str, *args: object) -> Iterator[None]:
+        """Catch and ``report`` any ``Exception`` raised in the block (or the decorated function).
+
+        Usable as ``with errors.guard("key"):`` and as ``@errors.guard("key")``. Only ``Exception``
+        is caught: ``KeyboardInterrupt`` and ``SystemExit`` still end the program.
+        """
+        try:
+            yield
+        except Exception:
+            self.report(key, *args)
+
 
 _PLUGIN_ERRORS = InternalErrorLog(
     logging.getLogger("otel_agent_profiler"),
     "otel-agent-profiler: internal error in %s; spans are still exported (logged once)",
 )
+
+
+def handle_internal_errors(where: str) -> contextlib.AbstractContextManager[None]:
+    """The plugin's guard: errors in the block are logged once per ``where`` and swallowed.
+
+    A context manager and a decorator (``with handle_internal_errors("on_end"):``). Under the
+    test suite (``raise_internal_errors``) the error propagates instead.
+    """
+    return _PLUGIN_ERRORS.guard(where, where)
 
 
 def report_internal_error(where: str) -> None:

@@ -16,7 +16,8 @@ import threading
 import pytest
 
 from demo.vllm_like import RequestTimes, VllmLike
-from otel_agent_profiler.adapters.prometheus_metrics import MetricsTextError, load_sample_from_text
+from otel_agent_profiler.adapters.prometheus_metrics import load_sample_from_text
+from otel_agent_profiler.errors import MetricsTextError
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 

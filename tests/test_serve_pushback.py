@@ -7,7 +7,8 @@ import time
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from otel_agent_profiler.service.pipeline import Overloaded, Pipeline, PipelineConfig
+from otel_agent_profiler.errors import Overloaded
+from otel_agent_profiler.service.pipeline import Pipeline, PipelineConfig
 
 
 def _request(spans: int, trace: int) -> ExportTraceServiceRequest:

@@ -40,6 +40,7 @@ import math
 from dataclasses import dataclass
 
 from ..core.profile import LoadSample
+from ..errors import MetricsTextError
 
 __all__ = [
     "AVG",
@@ -110,10 +111,6 @@ for _metric in (*LOAD_METRICS, *SCRAPE_FALLBACKS):
     _SERIES.setdefault(_metric.field, ([], _metric.aggregation))[0].extend(map(_base_name, _metric.names))
 _FIELD_OF = {name: field for field, (names, _) in _SERIES.items() for name in names}
 _MODEL_LABEL = "model_name"
-
-
-class MetricsTextError(ValueError):
-    """The text is not Prometheus text exposition, or holds none of the series the profiler reads."""
 
 
 def load_sample_from_text(text: str, source: str, time_ns: int) -> LoadSample:

@@ -354,8 +354,8 @@ def _settings(args: argparse.Namespace) -> HttpSettings:
 
 def fetch(query: StoreQuery, args: argparse.Namespace, progress: FetchProgress | None = None) -> list[TraceFile] | None:
     """The traces of ``query``; None, with the error line printed, when the store could not be read."""
+    from ..errors import StoreError
     from ..stores.fetch import fetch_traces
-    from ..stores.http import StoreError
 
     try:
         return fetch_traces(query, _settings(args), progress, allow_empty=args.allow_empty)
@@ -421,7 +421,7 @@ def _with_backend_load(args: argparse.Namespace, loaded: LoadedProfiles, progres
 
     Prometheus without the servers' series is not an error: a note says so and the analysis goes on.
     """
-    from ..stores.http import StoreError
+    from ..errors import StoreError
     from ..stores.prometheus import attach_prometheus_load
 
     shown = progress if progress is not None else Progress(progress_enabled(None))

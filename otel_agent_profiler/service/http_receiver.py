@@ -44,9 +44,9 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
-from ..errors import InternalErrorLog
-from .pipeline import Overloaded, Pipeline
-from .receivers import RETRY_AFTER_S, BearerToken, RequestTooLarge, gunzip, port_in_use
+from ..errors import InternalErrorLog, Overloaded, RequestTooLarge
+from .pipeline import Pipeline
+from .receivers import RETRY_AFTER_S, BearerToken, gunzip, port_in_use
 from .signals import Signal
 
 logger = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import Overloaded
 from .forwarder import Forwarder
-from .pipeline import Overloaded
 from .signals import Signal
 
 

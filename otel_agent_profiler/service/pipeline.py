@@ -33,7 +33,7 @@ from ..core.profile import TraceProfile
 from ..core.programs import ProgramAverages
 from ..core.records import SpanRecord
 from ..core.units import NS_PER_MS
-from ..errors import InternalErrorLog
+from ..errors import InternalErrorLog, Overloaded
 from ..live.profile_metrics import ProfileMetrics
 from ..live.trace_assembly import ERROR, REFUSE_NEW, REFUSE_SPAN, TraceAssembly, TraceState
 from .forwarder import Forwarder
@@ -59,10 +59,6 @@ _PROGRAMS_ERRORS = InternalErrorLog(
 REMEMBERED_TRACES = 100_000
 #: Traces that go quiet together are forwarded together, in requests of about this many spans.
 FORWARD_BATCH_SPANS = 1000
-
-
-class Overloaded(Exception):
-    """What is held is at a limit (or the service is stopping): the sender should retry later."""
 
 
 @dataclass

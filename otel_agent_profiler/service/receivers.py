@@ -26,8 +26,7 @@ from typing import Any
 import grpc  # type: ignore[import-untyped]
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
-from ..errors import InternalErrorLog
-from .pipeline import Overloaded
+from ..errors import InternalErrorLog, Overloaded, RequestTooLarge
 from .signals import Signal
 
 logger = logging.getLogger(__name__)
@@ -39,10 +38,6 @@ RETRY_AFTER_S = 1
 _RECEIVE_ERRORS = InternalErrorLog(
     logger, "receiving an OTLP request failed; answered 500 / INTERNAL", repeat_level=logging.ERROR
 )
-
-
-class RequestTooLarge(Exception):
-    pass
 
 
 def gunzip(body: bytes, limit: int) -> bytes:

@@ -7,7 +7,8 @@ from typing import Any
 
 from ..adapters.files import TraceFile, read_trace_document
 from ..adapters.otlp_json_out import otlp_json_document
-from .http import FetchProgress, HttpSettings, LockedProgress, NoProgress, StoreError, StoreHttp
+from ..errors import StoreError
+from .http import FetchProgress, HttpSettings, LockedProgress, NoProgress, StoreHttp
 from .jaeger import fetch_jaeger
 from .phoenix import fetch_phoenix
 from .query import JAEGER, PHOENIX, TEMPO, Fetched, StoreQuery

@@ -19,17 +19,13 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 import requests
 
-from ..errors import AgentProfilerError
+from ..errors import StoreError
 
 _Item = TypeVar("_Item")
 _Result = TypeVar("_Result")
 
 #: Answers worth asking again: the store is busy, or failed in a way that may pass.
 RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
-
-
-class StoreError(AgentProfilerError):
-    """A trace store could not be read; the message is one line saying why."""
 
 
 class FetchProgress(Protocol):

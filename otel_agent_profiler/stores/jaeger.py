@@ -19,7 +19,8 @@ import urllib.parse
 from datetime import datetime, timezone
 from typing import Any
 
-from .http import FetchProgress, StoreError, StoreHttp
+from ..errors import StoreError
+from .http import FetchProgress, StoreHttp
 from .query import DEFAULT_WINDOW_NS, Fetched, StoreQuery
 
 _NS_PER_US = 1000

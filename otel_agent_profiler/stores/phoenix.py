@@ -19,7 +19,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..adapters.otlp_json_out import attributes_json
-from .http import FetchProgress, StoreError, StoreHttp
+from ..errors import StoreError
+from .http import FetchProgress, StoreHttp
 from .query import Fetched, StoreQuery
 
 #: Spans per page: the most Phoenix gives.

@@ -30,7 +30,8 @@ from ..adapters.prometheus_metrics import LOAD_METRICS, MAX, LoadMetric
 from ..core.backend_load import DEFAULT_MAX_GAP_NS, LoadHistory, attach_backend_load
 from ..core.categories import LLM
 from ..core.profile import LoadSample, TraceProfile
-from .http import FetchProgress, HttpSettings, LockedProgress, NoProgress, StoreError, StoreHttp
+from ..errors import StoreError
+from .http import FetchProgress, HttpSettings, LockedProgress, NoProgress, StoreHttp
 
 PROMETHEUS = "Prometheus"
 QUERY_RANGE = "/api/v1/query_range"

@@ -13,7 +13,8 @@ import time
 import urllib.parse
 from typing import Any
 
-from .http import FetchProgress, StoreError, StoreHttp
+from ..errors import StoreError
+from .http import FetchProgress, StoreHttp
 from .query import DEFAULT_WINDOW_NS, Fetched, StoreQuery
 
 _NS_PER_S = 10**9
