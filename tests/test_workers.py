@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_agent_profiler import workers
 from otel_agent_profiler.cli import main
+from otel_agent_profiler.offline import workers
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))

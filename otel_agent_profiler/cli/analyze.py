@@ -11,12 +11,12 @@ from ..core import TraceProfile, trace_to_dict
 from ..core.findings import Finding, WhatIfProjection, combined_projection, find_all
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
 from ..offline import LoadedProfiles, cyclic_gc_paused, profile_read_files, read_trace_files
+from ..offline.shards import ON_DISK_BYTES, on_disk_wanted
+from ..offline.workers import map_in_order, workers_for
 from ..report.cross_trace import DEFAULT_TOP, MANY_TRACES, REPORT_MAX_LINES, render_many_traces
 from ..report.json_stream import Encoded, pretty, write_document
 from ..report.progress import Progress, progress_enabled
 from ..report.text import can_draw
-from ..shards import ON_DISK_BYTES, on_disk_wanted
-from ..workers import map_in_order, workers_for
 from . import arguments, budgets, sources
 from .arguments import (
     EXIT_BAD_INPUT,

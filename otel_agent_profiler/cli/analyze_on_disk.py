@@ -26,6 +26,8 @@ from ..core.pricing import PriceTable
 from ..core.profile import TraceProfile
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
 from ..offline import PROFILING
+from ..offline.shards import Partitioned, hold, partition, profiles_of_shard, shard_of
+from ..offline.workers import map_in_order, workers_for
 from ..report.cross_trace import (
     MANY_TRACES,
     TraceTotals,
@@ -37,8 +39,6 @@ from ..report.cross_trace import (
 from ..report.json_stream import Encoded, write_document
 from ..report.progress import Progress
 from ..report.text import can_draw
-from ..shards import Partitioned, hold, partition, profiles_of_shard, shard_of
-from ..workers import map_in_order, workers_for
 from . import budgets
 from .analyze import encode_trace, span_tree_limits
 from .arguments import EXIT_BAD_INPUT, EXIT_BUDGET_EXCEEDED, EXIT_FAILURE, EXIT_OK, error, write_output, write_streamed

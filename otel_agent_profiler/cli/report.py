@@ -9,8 +9,8 @@ from ..core.findings import Finding, FindingOptions, find_all
 from ..core.pricing import PriceTable
 from ..core.units import plural
 from ..offline import cyclic_gc_paused
+from ..offline.workers import map_in_order, workers_for
 from ..report.progress import Progress, progress_enabled
-from ..workers import map_in_order, workers_for
 from . import arguments, budgets, sources
 from .arguments import (
     EXIT_BAD_INPUT,
