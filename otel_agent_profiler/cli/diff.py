@@ -20,6 +20,8 @@ from ..adapters.files import TraceFile
 from ..core.pricing import PriceTable
 from ..core.units import plural
 from ..offline import READING, cyclic_gc_paused, load_profiles, profile_trace_files
+from ..offline.inputs import CannotAnalyse
+from ..offline.store_loading import fetch_store
 from ..report.progress import Progress, progress_enabled
 from . import arguments, sources
 from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, error, write_output
@@ -182,8 +184,11 @@ def _read_sides(args: argparse.Namespace, progress: Progress) -> list[_Side] | N
             query = sources.parse_side(side)
         except ValueError as exc:
             args.usage_error(str(exc))
-        fetched = sources.fetch(query, args, progress)
-        if fetched is None:
+        try:
+            fetched = fetch_store(sources.store_source(query, args, sources.http_settings(args)), progress)
+        except (CannotAnalyse, ValueError) as exc:
+            progress.close()
+            error(str(exc))
             return None
         sides.append((side, [], fetched))
     return sides
