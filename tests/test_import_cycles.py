@@ -13,12 +13,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "otel_agent_profiler"
 
-#: Cycles outside ``core/`` that parts under restructuring still have; remove each once it is gone.
-#: The core may have none.
-EXEMPT_CYCLES: set[frozenset[str]] = {
-    frozenset({"otel_agent_profiler.cli.analyze", "otel_agent_profiler.cli.analyze_on_disk"}),
-}
-
 
 def _modules(package: Path) -> dict[str, Path]:
     """Dotted module name -> file; a package is its ``__init__.py``."""
@@ -127,15 +121,5 @@ def test_cycles_are_found() -> None:
 
 
 def test_no_module_of_the_package_is_part_of_an_import_cycle() -> None:
-    new = [sorted(cycle) for cycle in _cycles(_import_graph()) if cycle not in EXEMPT_CYCLES]
-    assert not new, f"import cycles: {new}"
-
-
-def test_the_core_has_no_exemption() -> None:
-    assert not [cycle for cycle in EXEMPT_CYCLES if any(".core." in module for module in cycle)]
-
-
-def test_every_exempt_cycle_still_exists() -> None:
-    # A cycle that is gone must leave the list, so it cannot come back unnoticed.
-    gone = [sorted(cycle) for cycle in EXEMPT_CYCLES - set(_cycles(_import_graph()))]
-    assert not gone, f"no longer cycles, remove from EXEMPT_CYCLES: {gone}"
+    found = [sorted(cycle) for cycle in _cycles(_import_graph())]
+    assert not found, f"import cycles: {found}"

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from otel_agent_profiler import shards
 from otel_agent_profiler.adapters import files
 from otel_agent_profiler.cli import main
-from otel_agent_profiler.cli.analyze_on_disk import NOT_ON_DISK
+from otel_agent_profiler.offline import shards
+from otel_agent_profiler.offline.on_disk import NOT_ON_DISK
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))

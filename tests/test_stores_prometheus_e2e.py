@@ -42,6 +42,7 @@ from otel_agent_profiler.cli import analyze, sources
 from otel_agent_profiler.core.categories import LLM
 from otel_agent_profiler.core.profile import SpanProfile
 from otel_agent_profiler.offline import LoadedProfiles
+from otel_agent_profiler.offline.store_loading import load_inputs
 
 pytestmark = pytest.mark.e2e
 
@@ -179,9 +180,8 @@ def _loaded(*argv: str) -> LoadedProfiles:
     args = parser.parse_args(list(argv))
     inputs = sources.offline_inputs(args)
     assert inputs is not None
-    files, prices, problems = inputs
-    loaded = sources.load(args, files, prices=prices)
-    assert loaded is not None and loaded.complete and not problems
+    loaded = load_inputs(inputs)
+    assert loaded.complete and not inputs.folder_problems
     return loaded
 
 

@@ -7,13 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from otel_agent_profiler import workers
 from otel_agent_profiler.cli import main
+from otel_agent_profiler.offline import workers
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -23,14 +24,25 @@ from agent_traces import generate_runs, otlp_document  # noqa: E402
 pytestmark = pytest.mark.skipif(not workers.can_fork(), reason="worker processes are forked")
 
 
+def _forks_once_threads_ended() -> bool:
+    """Whether workers are forked, once the threads of an earlier pool have ended (they take a moment).
+
+    Threads that stay (numpy's, once an earlier test imported it) make the work run here."""
+    deadline = time.monotonic() + 0.5
+    while workers.worker_context().get_start_method() != "fork" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return workers.worker_context().get_start_method() == "fork"
+
+
 @pytest.mark.parametrize("count", [0, 1, 2, 7, 33, 1000])
 @pytest.mark.parametrize("worker_count", [1, 2, 3])
 def test_results_come_back_in_input_order(count: int, worker_count: int) -> None:
     data = [f"item {index}" for index in range(count)]
+    forks = _forks_once_threads_ended()
     results = list(workers.map_in_order(lambda index: (os.getpid(), data[index].upper()), count, worker_count))
     assert [text for _, text in results] == [f"ITEM {index}" for index in range(count)]
     processes = {pid for pid, _ in results}
-    if worker_count > 1 and count > 1:
+    if worker_count > 1 and count > 1 and forks:
         assert os.getpid() not in processes, "the work ran in the parent"
     else:
         assert processes <= {os.getpid()}
@@ -44,6 +56,19 @@ def test_an_exception_in_the_work_reaches_the_caller() -> None:
 
     with pytest.raises(ValueError, match="item 40 is bad"):
         list(workers.map_in_order(work, 100, 2))
+
+
+def test_workers_are_forked_only_while_no_other_thread_runs() -> None:
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait)
+    thread.start()
+    try:
+        assert workers.worker_context().get_start_method() == "spawn"
+        # The work, a closure, cannot be sent to a spawned process: it runs here.
+        assert {pid for pid in workers.map_in_order(lambda _: os.getpid(), 10, 2)} == {os.getpid()}
+    finally:
+        release.set()
+        thread.join()
 
 
 def test_workers_for_small_and_large_inputs() -> None:

@@ -7,17 +7,19 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..core import TraceProfile, trace_to_dict
-from ..core.findings import Finding, WhatIfProjection, combined_projection, find_all
+from ..core import TraceProfile
+from ..core.findings import Finding, WhatIfProjection
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
-from ..offline import LoadedProfiles, cyclic_gc_paused, profile_read_files, read_trace_files
+from ..offline.analysis import InMemoryAnalysis, analyze_inputs
+from ..offline.inputs import CannotAnalyse
+from ..offline.on_disk import ShardedAnalysis, encode_trace
+from ..offline.options import AnalyzeOptions
+from ..offline.shards import ON_DISK_BYTES
 from ..report.cross_trace import DEFAULT_TOP, MANY_TRACES, REPORT_MAX_LINES, render_many_traces
-from ..report.json_stream import Encoded, pretty, write_document
+from ..report.json_stream import Encoded, write_document
 from ..report.progress import Progress, progress_enabled
 from ..report.text import can_draw
-from ..shards import ON_DISK_BYTES, on_disk_wanted
-from ..workers import map_in_order, workers_for
-from . import arguments, budgets, sources
+from . import analyze_sharded, arguments, budgets, sources
 from .arguments import (
     EXIT_BAD_INPUT,
     EXIT_BUDGET_EXCEEDED,
@@ -47,14 +49,6 @@ DESCRIPTION = (
 
 #: Spans shown per trace in the span tree unless ``--max-spans`` says otherwise.
 DEFAULT_MAX_SPANS = 60
-
-
-def span_tree_limits(args: argparse.Namespace) -> tuple[int, int | None]:
-    """The spans shown per trace, and the length a report of many traces is fitted to: none when
-    ``--max-spans`` was given (the user asked for that many), ``REPORT_MAX_LINES`` otherwise."""
-    if args.max_spans is None:
-        return DEFAULT_MAX_SPANS, REPORT_MAX_LINES
-    return args.max_spans, None
 
 
 def add_arguments(analyze: argparse.ArgumentParser) -> None:
@@ -147,17 +141,6 @@ def _prefix_cache_text(candidates: list[Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def encode_trace(profile: TraceProfile, findings: list[Finding] | None, what_if: WhatIfProjection | None) -> Encoded:
-    """One trace of the JSON document, encoded: the profile, its findings and its what-if."""
-    trace = trace_to_dict(profile)
-    if findings is not None:
-        trace["findings"] = [finding.to_dict() for finding in findings]
-        trace["combined_projection"] = combined_projection(profile, findings).to_dict()
-    if what_if is not None:
-        trace["what_if"] = what_if.to_dict()
-    return Encoded(pretty(trace, 2))
-
-
 def _encoded_traces(
     profiles: list[TraceProfile],
     findings: dict[str, list[Finding]] | None,
@@ -170,94 +153,94 @@ def _encoded_traces(
         yield encode_trace(profile, found, projected.get(profile.trace_id))
 
 
+def analyze_options(args: argparse.Namespace) -> AnalyzeOptions:
+    """The options of ``analyze``, each decided here once from its arguments."""
+    stream = sys.stdout if args.output is None else None
+    return AnalyzeOptions(
+        format=args.format,
+        # Findings cost a projection of the trace each; JSON output for many traces skips them
+        # unless asked for, or a budget is given (its overruns are findings).
+        findings=args.findings if args.findings is not None else args.format == "text" or bool(args.budget),
+        finding_options=budgets.finding_options(args.min_saving, args.budget),
+        # The user asked for that many spans: the report of many traces is not fitted to a length then.
+        max_spans=DEFAULT_MAX_SPANS if args.max_spans is None else args.max_spans,
+        max_lines=REPORT_MAX_LINES if args.max_spans is None else None,
+        top=args.top,
+        every_trace=args.all,
+        ascii_only=args.ascii or (stream is not None and not can_draw(stream)),
+        what_if=tuple(args.what_if or ()),
+        prefix_cache=args.prefix_cache,
+        on_disk=args.on_disk,
+        workers=args.workers,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     inputs = sources.offline_inputs(args)
     if inputs is None:
         return EXIT_BAD_INPUT
-    files, prices, folder_problems = inputs
+    options = analyze_options(args)
     progress = Progress(progress_enabled(args.progress))
-    from_store = getattr(args, "store_query", None) is not None
-    if from_store and args.on_disk:
-        error("--on-disk reads trace files; traces fetched from a store are profiled in memory")
+    try:
+        with analyze_inputs(
+            inputs, options, progress=progress, on_error_line=error, on_note=sources.print_note
+        ) as done:
+            if isinstance(done, ShardedAnalysis):
+                written, over_budget = analyze_sharded.write_report(done, options, args.output)
+                complete = not done.error_lines
+            else:
+                written, over_budget = _write_report(done, options, args.output)
+                complete = done.loaded.complete
+    except CannotAnalyse as exc:
+        progress.close()
+        error(str(exc))
         return EXIT_BAD_INPUT
-    # Imported here: the on-disk path uses this module's encoding of a trace.
-    from .analyze_on_disk import refused_option, run_held, run_on_disk
-
-    if not from_store and on_disk_wanted(files, args.on_disk):
-        with cyclic_gc_paused():
-            return run_on_disk(args, files, prices, folder_problems, progress)
-
-    # The collector stays paused to the end: the profiles live until then, and it would only
-    # traverse them again and again; what dies on the way (trace dicts, lines) dies young.
-    with cyclic_gc_paused():
-        if from_store or args.format != "text" or refused_option(args) is not None:
-            loaded = sources.load(args, files, prices=prices, progress=progress, on_error_line=error)
-        else:
-            trace_files, error_lines = read_trace_files(files, progress=progress, on_error_line=error)
-            if len({record.trace_id for file in trace_files for record in file.records}) > MANY_TRACES:
-                # The text report of many traces keeps only their totals and findings: the workers
-                # profile them too, a shard at a time, as on disk.
-                return run_held(args, trace_files, error_lines, prices, folder_problems, progress)
-            loaded = profile_read_files(trace_files, error_lines, prices=prices, progress=progress, on_error_line=error)
-        if loaded is None:
-            return EXIT_BAD_INPUT
-        return _run(args, loaded, folder_problems, progress)
+    return exit_code(written, complete and not inputs.folder_problems, over_budget)
 
 
-def _run(args: argparse.Namespace, loaded: LoadedProfiles, folder_problems: list[str], progress: Progress) -> int:
+def exit_code(written: bool, complete: bool, over_budget: int) -> int:
+    """The exit code of ``analyze``: the report not written, then input not read whole, then budgets exceeded."""
+    if not written:
+        return EXIT_FAILURE
+    if not complete:
+        return EXIT_BAD_INPUT
+    return EXIT_BUDGET_EXCEEDED if over_budget else EXIT_OK
+
+
+def _write_report(done: InMemoryAnalysis, options: AnalyzeOptions, output: str | None) -> tuple[bool, int]:
+    """Write the report of traces profiled in memory: whether it was written, and the budget overruns."""
+    loaded, findings, projected = done.loaded, done.findings, done.projected
     profiles = loaded.profiles
-    workers = workers_for(args.workers, sum(profile.span_count for profile in profiles))
-    # Findings cost a projection of the trace each; JSON output for many traces skips them
-    # unless asked for, or a budget is given (its overruns are findings).
-    with_findings = args.findings if args.findings is not None else args.format == "text" or bool(args.budget)
-    findings: dict[str, list[Finding]] | None = None
-    options = budgets.finding_options(args.min_saving, args.budget)
-    if with_findings:
-        findings = {}
-        progress.start("finding", len(profiles))
-        found = map_in_order(lambda index: find_all(profiles[index], options), len(profiles), workers)
-        for profile, profile_findings in zip(profiles, found, strict=True):
-            findings[profile.trace_id] = profile_findings
-            progress.advance()
-    projected = budgets.projections(profiles, args.what_if)
-    progress.close()
-
-    if args.format == "json":
+    if options.format == "json":
         splits = find_split_llm_calls(profiles)
         rest: dict[str, Any] = {
             "files": loaded.file_dicts(),
             "totals": cross_trace_totals(profiles, splits).to_dict(),
             "split_llm_calls": [split.to_dict() for split in splits],
         }
-        if args.prefix_cache:
+        if options.prefix_cache:
             rest["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
         # Written a trace at a time.
         written = write_streamed(
-            args.output,
+            output,
             lambda out: write_document(out, "traces", _encoded_traces(profiles, findings, projected), rest),
         )
         if not written:
-            return EXIT_FAILURE
+            return False, 0
     else:
-        stream = sys.stdout if args.output is None else None
-        ascii_only = args.ascii or (stream is not None and not can_draw(stream))
-        max_spans, max_lines = span_tree_limits(args)
         report = render_many_traces(
             profiles,
-            top=None if args.all else args.top,
-            max_spans=max_spans,
-            ascii_only=ascii_only,
+            top=None if options.every_trace else options.top,
+            max_spans=options.max_spans,
+            ascii_only=options.ascii_only,
             findings=findings,
-            max_lines=max_lines,
+            max_lines=options.max_lines,
         )
-        if args.prefix_cache:
+        if options.prefix_cache:
             report += _prefix_cache_text(_prefix_candidates(profiles))
-        report += budgets.what_if_text(profiles, args.what_if, projected)
+        report += budgets.what_if_text(profiles, options.what_if, projected)
         if not profiles:
             report = "No traces to report.\n"
-        if not write_output(args.output, report):
-            return EXIT_FAILURE
-    over_budget = budgets.overruns(profiles, options, findings)
-    if not loaded.complete or folder_problems:
-        return EXIT_BAD_INPUT
-    return EXIT_BUDGET_EXCEEDED if over_budget else EXIT_OK
+        if not write_output(output, report):
+            return False, 0
+    return True, budgets.overruns(profiles, options.finding_options, findings)

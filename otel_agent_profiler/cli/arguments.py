@@ -12,8 +12,8 @@ from typing import BinaryIO, TypeVar
 
 from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, offline_prices, parse_prices
 from ..core.units import plural
+from ..offline.workers import MAX_AUTO_WORKERS, MIN_SPANS_FOR_WORKERS
 from ..plugin.environment_variables import OTEL_AGENT_PROFILER_PRICES
-from ..workers import MAX_AUTO_WORKERS, MIN_SPANS_FOR_WORKERS
 
 PROG = "otel-agent-profiler"
 EXIT_OK = 0

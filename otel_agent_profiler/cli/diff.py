@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import multiprocessing
 import queue
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -20,6 +19,9 @@ from ..adapters.files import TraceFile
 from ..core.pricing import PriceTable
 from ..core.units import plural
 from ..offline import READING, cyclic_gc_paused, load_profiles, profile_trace_files
+from ..offline.inputs import CannotAnalyse
+from ..offline.store_loading import fetch_store
+from ..offline.workers import worker_context
 from ..report.progress import Progress, progress_enabled
 from . import arguments, sources
 from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, error, write_output
@@ -144,8 +146,8 @@ _Side = tuple[str, list[str], "list[TraceFile] | None"]
 def _both_sides(sides: list[_Side], prices: PriceTable, progress: Progress) -> list[tuple[Any, int, list[str]]]:
     progress.start("reading and profiling", sum(_steps_of(files, fetched) for _, files, fetched in sides))
     try:
-        # "spawn": forking a process that may run threads (pandas, the OTel SDK) can deadlock.
-        context = multiprocessing.get_context("spawn")
+        # Forked when that is safe, else spawned: the one rule of offline.workers.worker_context.
+        context = worker_context()
         steps = context.Queue()
         with ProcessPoolExecutor(
             max_workers=2, mp_context=context, initializer=_set_step_queue, initargs=(steps,)
@@ -182,17 +184,17 @@ def _read_sides(args: argparse.Namespace, progress: Progress) -> list[_Side] | N
             query = sources.parse_side(side)
         except ValueError as exc:
             args.usage_error(str(exc))
-        fetched = sources.fetch(query, args, progress)
-        if fetched is None:
+        try:
+            fetched = fetch_store(sources.store_source(query, args, sources.http_settings(args)), progress)
+        except (CannotAnalyse, ValueError) as exc:
+            progress.close()
+            error(str(exc))
             return None
         sides.append((side, [], fetched))
     return sides
 
 
 def run(args: argparse.Namespace) -> int:
-    # pandas is imported here, not at module level: `analyze` should not pay for it.
-    from ..analytics import Comparison, compare_runs
-
     try:
         prices = arguments.resolve_prices(args.prices)
     except ValueError as exc:
@@ -206,6 +208,10 @@ def run(args: argparse.Namespace) -> int:
         (baseline, baseline_runs, baseline_errors), (candidate, candidate_runs, candidate_errors) = _both_sides(
             sides, prices, progress
         )
+        # pandas is imported here, not at module level (`analyze` should not pay for it), and only once
+        # the sides' workers started: its native threads would make them spawned, not forked.
+        from ..analytics import Comparison, compare_runs
+
         progress.start("comparing", 1)
         comparison: Comparison | None = None
         problem = ""

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 import msgspec
 
 from ..core import TraceProfile
-from ..core.pricing import PriceTable
 from ..offline import cyclic_gc_paused
+from ..offline.inputs import CannotAnalyse, OfflineInputs
+from ..offline.store_loading import load_inputs
 from . import arguments, sources
 from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, PROG, error, write_output, write_streamed
 
@@ -67,16 +68,18 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     # The profiles live to the end: the cyclic collector would only traverse them again and again.
     with cyclic_gc_paused():
-        return _run(args, *inputs)
+        return _run(args, inputs)
 
 
-def _run(args: argparse.Namespace, files: list[str], prices: PriceTable, folder_problems: list[str]) -> int:
+def _run(args: argparse.Namespace, inputs: OfflineInputs) -> int:
     from ..report.chrome_trace import to_chrome_trace
     from ..report.json_stream import write_compact_document
     from ..report.speedscope import speedscope_document
 
-    loaded = sources.load(args, files, prices=prices, on_error_line=error)
-    if loaded is None:
+    try:
+        loaded = load_inputs(inputs, on_error_line=error, on_note=sources.print_note)
+    except CannotAnalyse as exc:
+        error(str(exc))
         return EXIT_BAD_INPUT
     profiles: list[TraceProfile] | None = loaded.profiles
     if args.trace:
@@ -91,7 +94,7 @@ def _run(args: argparse.Namespace, files: list[str], prices: PriceTable, folder_
     if args.format == "speedscope":
         # Written a trace at a time, each profile freed once written: the document of 200,000
         # spans, its text and every profile at once took more memory than json.load of the input.
-        document = speedscope_document(_one_at_a_time(profiles), name=arguments.single_file_name(files) or PROG)
+        document = speedscope_document(_one_at_a_time(profiles), name=arguments.single_file_name(inputs.files) or PROG)
         written = write_streamed(output, lambda out: write_compact_document(out, document, "profiles"))
     else:
         # msgspec writes the compact JSON json.dumps(separators=(",", ":")) writes, several times faster
@@ -99,7 +102,7 @@ def _run(args: argparse.Namespace, files: list[str], prices: PriceTable, folder_
         written = write_output(output, msgspec.json.encode(to_chrome_trace(profiles)) + b"\n")
     if not written:
         return EXIT_FAILURE
-    return EXIT_OK if loaded.complete and not folder_problems else EXIT_BAD_INPUT
+    return EXIT_OK if loaded.complete and not inputs.folder_problems else EXIT_BAD_INPUT
 
 
 def _one_at_a_time(profiles: list[TraceProfile]) -> Iterator[TraceProfile]:

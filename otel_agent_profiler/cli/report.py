@@ -6,11 +6,12 @@ import argparse
 import sys
 
 from ..core.findings import Finding, FindingOptions, find_all
-from ..core.pricing import PriceTable
 from ..core.units import plural
 from ..offline import cyclic_gc_paused
+from ..offline.inputs import CannotAnalyse, OfflineInputs
+from ..offline.store_loading import load_inputs
+from ..offline.workers import map_in_order, workers_for
 from ..report.progress import Progress, progress_enabled
-from ..workers import map_in_order, workers_for
 from . import arguments, budgets, sources
 from .arguments import (
     EXIT_BAD_INPUT,
@@ -84,24 +85,24 @@ def run(args: argparse.Namespace) -> int:
     inputs = sources.offline_inputs(args)
     if inputs is None:
         return EXIT_BAD_INPUT
-    files, prices, folder_problems = inputs
     progress = Progress(progress_enabled(args.progress))
     # The profiles stay alive to the end: the cyclic collector would only traverse them, again
     # and again (a third of the run time over 200k spans).
     with cyclic_gc_paused():
-        code = _run(args, progress, files, prices, budgets.finding_options(args.min_saving, args.budget))
-    return EXIT_BAD_INPUT if code in (EXIT_OK, EXIT_BUDGET_EXCEEDED) and folder_problems else code
+        code = _run(args, progress, inputs, budgets.finding_options(args.min_saving, args.budget))
+    return EXIT_BAD_INPUT if code in (EXIT_OK, EXIT_BUDGET_EXCEEDED) and inputs.folder_problems else code
 
 
-def _run(
-    args: argparse.Namespace, progress: Progress, files: list[str], prices: PriceTable, options: FindingOptions
-) -> int:
+def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, options: FindingOptions) -> int:
     from ..report.html import detail_traces, render_html, select_trace
     from ..report.summary import cross_run_statistics, write_summary
 
     try:
-        loaded = sources.load(args, files, prices=prices, progress=progress, on_error_line=error)
-        if loaded is None:
+        try:
+            loaded = load_inputs(inputs, progress=progress, on_error_line=error, on_note=sources.print_note)
+        except CannotAnalyse as exc:
+            progress.close()
+            error(str(exc))
             return EXIT_BAD_INPUT
         profiles = loaded.profiles
         if not profiles:
@@ -132,7 +133,7 @@ def _run(
         )
         progress.advance()
         progress.start("writing", 1)
-        name = arguments.single_file_name(files)
+        name = arguments.single_file_name(inputs.files)
         title = f"Agent trace profile: {name}" if name else "Agent trace profile"
         page = render_html(profiles, findings, selected_trace_id=selected.trace_id, statistics=statistics, title=title)
         prefix_cache = None

@@ -13,15 +13,11 @@ import re
 import sys
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from ..adapters.files import TraceFile
-from ..core.pricing import PriceTable
-from ..offline import LoadedProfiles, LoadProgress, load_profiles, profile_trace_files
+from ..offline.inputs import OfflineInputs, PrometheusSource, StoreSource
 from ..plugin.environment_variables import OTEL_AGENT_PROFILER_SOURCE_HEADERS
 from ..report.progress import Progress, progress_enabled
 from ..stores.query import DEFAULT_LIMIT, JAEGER, PHOENIX, STORES, TEMPO, StoreQuery
@@ -30,7 +26,7 @@ from .arguments import PROG, error
 
 if TYPE_CHECKING:
     # The HTTP library takes a tenth of a second to import: only a command reading a store pays for it.
-    from ..stores.http import FetchProgress, HttpSettings
+    from ..stores.http import HttpSettings
 
 _NS_PER_S = 10**9
 _UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -211,24 +207,25 @@ def add_prometheus_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _check_prometheus(args: argparse.Namespace) -> None:
-    """Check ``--prometheus`` and ``--prometheus-match``; raises ``ValueError`` (one line) for a wrong one."""
+def _prometheus_matchers(args: argparse.Namespace) -> str:
+    """Check ``--prometheus`` and ``--prometheus-match``: the label matchers (empty for none); raises
+    ``ValueError`` (one line) for a wrong one."""
     url, selector = getattr(args, "prometheus", None), getattr(args, "prometheus_match", None)
-    args.prometheus_matchers = ""
     if selector is not None and not url:
         raise ValueError("--prometheus-match narrows --prometheus: give --prometheus URL")
     if not url:
-        return
+        return ""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"--prometheus: {url!r} is not an http:// or https:// URL")
-    if selector is not None:
-        from ..stores.prometheus import label_matchers
+    if selector is None:
+        return ""
+    from ..stores.prometheus import label_matchers
 
-        try:
-            args.prometheus_matchers = label_matchers(selector)
-        except ValueError as exc:
-            raise ValueError(f"--prometheus-match: {exc}") from None
+    try:
+        return label_matchers(selector)
+    except ValueError as exc:
+        raise ValueError(f"--prometheus-match: {exc}") from None
 
 
 def _store_of(args: argparse.Namespace) -> tuple[str, str] | None:
@@ -303,15 +300,15 @@ def query_of(
     )
 
 
-def offline_inputs(args: argparse.Namespace) -> tuple[list[str], PriceTable, list[str]] | None:
-    """:func:`arguments.offline_inputs`, after checking that files or a store are given (not both).
+def offline_inputs(args: argparse.Namespace) -> OfflineInputs | None:
+    """What analyze, report and export read, from their arguments: after checking that files or a
+    store are given (not both), the files (folders expanded), the prices and the store or Prometheus.
 
-    The store query, if any, is left in ``args.store_query``, the label matchers of
-    ``--prometheus-match`` in ``args.prometheus_matchers``. A wrong combination of options is a
-    usage error (``SystemExit``); None, with the error line printed, for unusable headers.
+    A wrong combination of options is a usage error (``SystemExit``); None, with the error line
+    printed, for unusable headers or prices.
     """
-    args.store_query = None
     store = _store_of(args)
+    query: StoreQuery | None = None
     try:
         if store is None:
             if not args.files:
@@ -322,20 +319,39 @@ def offline_inputs(args: argparse.Namespace) -> tuple[list[str], PriceTable, lis
         else:
             if args.files:
                 raise ValueError(f"read trace files or --{store[0]}, not both")
-            args.store_query = query_of(store[0], store[1], vars(args))
-        _check_prometheus(args)
+            query = query_of(store[0], store[1], vars(args))
+        matchers = _prometheus_matchers(args)
     except ValueError as exc:
         args.usage_error(str(exc))
-    if args.store_query is not None or getattr(args, "prometheus", None):
+    prometheus_url: str | None = getattr(args, "prometheus", None) or None
+    settings = None
+    if query is not None or prometheus_url:
         try:
-            _settings(args)
+            settings = http_settings(args)
         except ValueError as exc:
             error(str(exc))
             return None
-    return arguments.offline_inputs(args)
+    files = arguments.offline_inputs(args)
+    if files is None:
+        return None
+    paths, prices, folder_problems = files
+    return OfflineInputs(
+        files=tuple(paths),
+        prices=prices,
+        folder_problems=tuple(folder_problems),
+        store=None if query is None or settings is None else store_source(query, args, settings),
+        prometheus=None
+        if not prometheus_url or settings is None
+        else PrometheusSource(prometheus_url, settings, matchers),
+    )
 
 
-def _settings(args: argparse.Namespace) -> HttpSettings:
+def store_source(query: StoreQuery, args: argparse.Namespace, settings: HttpSettings) -> StoreSource:
+    """The store ``query`` reads, with the connection options of ``args``."""
+    return StoreSource(query, settings, save=getattr(args, "save", None), allow_empty=args.allow_empty)
+
+
+def http_settings(args: argparse.Namespace) -> HttpSettings:
     """The HTTP settings; raises ``ValueError`` naming the variable when the headers are unusable."""
     from ..stores.http import HttpSettings, parse_headers
 
@@ -352,111 +368,9 @@ def _settings(args: argparse.Namespace) -> HttpSettings:
     )
 
 
-def fetch(query: StoreQuery, args: argparse.Namespace, progress: FetchProgress | None = None) -> list[TraceFile] | None:
-    """The traces of ``query``; None, with the error line printed, when the store could not be read."""
-    from ..errors import StoreError
-    from ..stores.fetch import fetch_traces
-
-    try:
-        return fetch_traces(query, _settings(args), progress, allow_empty=args.allow_empty)
-    except (StoreError, ValueError) as exc:
-        if isinstance(progress, Progress):
-            progress.close()
-        error(str(exc))
-        return None
-
-
-def load(
-    args: argparse.Namespace,
-    files: Sequence[str],
-    *,
-    prices: PriceTable,
-    progress: Progress | None = None,
-    on_error_line: Callable[[str], None] | None = error,
-) -> LoadedProfiles | None:
-    """Profiles of the files, or of the traces in the store ``args`` names (saved with ``--save``).
-
-    None, with the error line printed, when the store could not be read or the saved file written.
-    """
-    query: StoreQuery | None = getattr(args, "store_query", None)
-    loaded = (
-        load_profiles(files, prices=prices, progress=progress, on_error_line=on_error_line)
-        if query is None
-        else _fetched(args, query, prices=prices, progress=progress, on_error_line=on_error_line)
-    )
-    if loaded is not None and getattr(args, "prometheus", None) and not _with_backend_load(args, loaded, progress):
-        return None
-    return loaded
-
-
-def _fetched(
-    args: argparse.Namespace,
-    query: StoreQuery,
-    *,
-    prices: PriceTable,
-    progress: Progress | None,
-    on_error_line: Callable[[str], None] | None,
-) -> LoadedProfiles | None:
-    """Profiles of the traces ``query`` names; None, with the error line printed, as :func:`load` says."""
-    # A fetch shows its bar when standard error is a terminal, also in a command without --progress.
-    shown = progress if progress is not None else Progress(progress_enabled(None))
-    trace_files = fetch(query, args, shown)
-    if trace_files is None:
-        return None
-    if args.save:
-        from ..stores.fetch import saved_document
-
-        document = msgspec.json.encode(saved_document(trace_files)) + b"\n"
-        shown.close()
-        if not arguments.write_output(args.save, document):
-            return None
-    loading: LoadProgress | None = progress
-    loaded = profile_trace_files(trace_files, prices=prices, progress=loading, on_error_line=on_error_line)
-    shown.close()
-    return loaded
-
-
-def _with_backend_load(args: argparse.Namespace, loaded: LoadedProfiles, progress: Progress | None) -> bool:
-    """Attach the load Prometheus recorded to the LLM calls; False, with the error line printed, if it failed.
-
-    Prometheus without the servers' series is not an error: a note says so and the analysis goes on.
-    """
-    from ..errors import StoreError
-    from ..stores.prometheus import attach_prometheus_load
-
-    shown = progress if progress is not None else Progress(progress_enabled(None))
-    try:
-        found = attach_prometheus_load(
-            loaded.profiles,
-            args.prometheus,
-            matchers=args.prometheus_matchers,
-            settings=_settings(args),
-            progress=shown,
-        )
-    except (StoreError, ValueError) as exc:
-        shown.close()
-        error(str(exc))
-        return False
-    shown.close()
-    if found.windows and not found.servers:
-        first, last = found.windows[0], found.windows[-1]
-        selector = f"{{{args.prometheus_matchers}}}" if args.prometheus_matchers else ""
-        print(
-            f"{PROG}: note: no inference-server metrics in Prometheus for {_utc(first.start_ns)} to "
-            f"{_utc(last.end_ns)} (vllm: or sglang: series{selector}); the LLM calls have no backend load",
-            file=sys.stderr,
-        )
-    elif found.servers and not found.attached:
-        print(
-            f"{PROG}: note: Prometheus has the load of {len(found.servers)} inference servers, but none of the "
-            f"{found.llm_calls} LLM calls could be matched to one (by the 'model_name' label)",
-            file=sys.stderr,
-        )
-    return True
-
-
-def _utc(time_ns: int) -> str:
-    return datetime.fromtimestamp(time_ns // _NS_PER_S, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def print_note(line: str) -> None:
+    """A note on standard error: not an error, the command goes on."""
+    print(f"{PROG}: note: {line}", file=sys.stderr)
 
 
 # diff's sides.

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from .adapters.files import TraceFile, iter_json_lines, looks_like_json_lines, read_trace_file
-from .core.analyze import Classifier
-from .core.categories import classify
-from .core.pricing import PriceTable
-from .core.profile import TraceProfile
-from .core.records import SpanRecord
-from .core.span_tree import group_by_trace
-from .offline import READING, FileRead, LoadProgress, files_read, profile_groups
+from ..adapters.files import TraceFile, iter_json_lines, looks_like_json_lines, read_trace_file
+from ..core.analyze import Classifier
+from ..core.categories import classify
+from ..core.pricing import PriceTable
+from ..core.profile import TraceProfile
+from ..core.records import SpanRecord
+from ..core.span_tree import group_by_trace
+from .loading import READING, FileRead, LoadProgress, files_read, profile_groups
 
 #: JSON Lines inputs larger than this in all are profiled on disk unless told otherwise: in memory
 #: they would take about seven times their size.

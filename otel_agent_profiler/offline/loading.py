@@ -15,14 +15,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .adapters.files import TraceFile, read_trace_file
-from .core.analyze import Classifier, profile_trace
-from .core.categories import classify
-from .core.pricing import PriceTable
-from .core.profile import TraceProfile
-from .core.records import SpanRecord
-from .core.span_tree import group_by_trace
-from .errors import InternalErrorLog
+from ..adapters.files import TraceFile, read_trace_file
+from ..core.analyze import Classifier, profile_trace
+from ..core.categories import classify
+from ..core.pricing import PriceTable
+from ..core.profile import TraceProfile
+from ..core.records import SpanRecord
+from ..core.span_tree import group_by_trace
+from ..errors import InternalErrorLog
 
 # The analysis's own bug on one trace must not cost the other traces their report: the trace gets
 # an error line instead. Logged at DEBUG so that a command line never prints a traceback for it.
