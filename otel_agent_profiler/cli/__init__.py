@@ -1,4 +1,7 @@
-"""The ``otel-agent-profiler`` command line: the top-level parser and ``main``; each command is a module here."""
+"""The ``otel-agent-profiler`` command line: the top-level parser and ``main``; each command is a module here.
+
+Internal: the command line is used through the ``otel-agent-profiler`` command, not imported.
+"""
 
 from __future__ import annotations
 

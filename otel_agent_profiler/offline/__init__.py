@@ -3,6 +3,9 @@
 ``loading`` is the one loading pipeline every offline road reads through; ``shards`` profiles
 inputs bigger than memory shard by shard; ``workers`` spreads per-trace work over processes.
 The loading pipeline's names are re-exported here, as they were when it was ``offline.py``.
+
+Internal: used by the command line and ``analytics``; read files with the public
+``read_trace_file`` and profile them with ``profile_records``.
 """
 
 from .loading import (

@@ -1,1 +1,5 @@
-"""The in-process OpenTelemetry SDK plugin: the span processor, its wiring and configuration, decorators."""
+"""The in-process OpenTelemetry SDK plugin: the span processor, its wiring and configuration, decorators.
+
+Internal: its modules are imported through the package's public names (``install``,
+``AgentProfilerSpanProcessor``, the decorators), not directly.
+"""

@@ -4,4 +4,6 @@ Spans arrive over OTLP/gRPC or OTLP/HTTP (``receivers``), are grouped by trace u
 goes quiet (``live.trace_assembly``), profiled with the core, enriched with the ``agent_profiler.*``
 attributes (``spans``) and forwarded upstream with the profile metrics (``forwarder``).
 ``app`` wires it together; ``pipeline`` holds the state shared by the receivers.
+
+Internal: used through ``otel-agent-profiler serve``, not imported.
 """

@@ -6,4 +6,7 @@ them exactly as it profiles the same traces read from a file. One module per sto
 holds what they share (headers, TLS, timeouts, retries, bounded concurrency). Only ``query``
 is free of the HTTP library, which the command line imports when a store is read.
 ``prometheus`` reads the inference servers' load back from Prometheus, for the LLM calls.
+
+Internal: used through the command line's ``--jaeger``, ``--tempo``, ``--phoenix`` and
+``--prometheus``, not imported.
 """
