@@ -46,9 +46,9 @@ from ..live.trace_assembly import (
     FLUSH_TIMEOUT,
     LATE,
     RELEASE_TRACE,
-    Passthrough,
     TraceAssembly,
     TraceState,
+    UnprofiledSpans,
 )
 from ..report.console import write_console_report
 from .config import ProfilerConfig, resolve_config
@@ -142,7 +142,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         )
         # Spans a cap pushed out, for the worker to export, with their estimated bytes. They count
         # against max_buffer_bytes with what is held; past it, on_end exports them itself.
-        self._pushed_out: deque[Passthrough[ReadableSpan]] = deque()
+        self._pushed_out: deque[UnprofiledSpans[ReadableSpan]] = deque()
         self._pushed_out_bytes = 0
         # Spans the exporting processors could not take (LOST_DOWNSTREAM_FULL), and when it was last logged.
         self._lost = 0
@@ -218,14 +218,14 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 return
             parent = span.parent
             is_local_root = parent is None or parent.is_remote
-            passthrough, ready = self._buffer.span_ended(
+            unprofiled, ready = self._buffer.span_ended(
                 context.trace_id, context.span_id, span, is_local_root, span_size(span)
             )
         except Exception:
             report_internal_error("on_end")
             self._export((span,))
             return
-        for group in passthrough:
+        for group in unprofiled:
             # A late span goes out at once, as it would without the profiler; what a cap pushed
             # out (a whole trace, or a later span of one, kept in order behind it) goes via the worker.
             if group.reason == LATE:
@@ -235,7 +235,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         if ready:
             self._wake_worker()
 
-    def _hand_to_worker(self, group: Passthrough[ReadableSpan]) -> None:
+    def _hand_to_worker(self, group: UnprofiledSpans[ReadableSpan]) -> None:
         """Have the worker export ``group`` (counted as ``group.reason`` unless that is empty)."""
         if not group.size:
             group.size = sum(map(span_size, group.spans))
@@ -309,7 +309,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             profile = profile_trace(records, self._classifier, self.config.prices)
         except Exception:
             report_internal_error("profiling")
-            self._export_unprofiled(Passthrough(ERROR, spans), give_up_at, paced=True)
+            self._export_unprofiled(UnprofiledSpans(ERROR, spans), give_up_at, paced=True)
             return
         if self.backend_poller is not None:
             try:
@@ -411,7 +411,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         exporting processors have room for them, else through the worker, which waits for room."""
         handed = self._out.hand(spans)
         if handed < len(spans):
-            self._hand_to_worker(Passthrough("", list(spans[handed:])))
+            self._hand_to_worker(UnprofiledSpans("", list(spans[handed:])))
 
     def _export_paced(self, spans: Sequence[ReadableSpan], give_up_at: float | None = None) -> None:
         """Hand spans over as the exporting processors can take them (the worker, flush, shutdown)."""
@@ -425,7 +425,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._count(LOST_DOWNSTREAM_FULL, lost)
 
     def _export_unprofiled(
-        self, group: Passthrough[ReadableSpan], give_up_at: float | None = None, *, paced: bool = False
+        self, group: UnprofiledSpans[ReadableSpan], give_up_at: float | None = None, *, paced: bool = False
     ) -> None:
         if group.reason:
             self._count(group.reason, len(group.spans))
@@ -486,7 +486,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 try:
                     if time.monotonic() >= deadline:
                         on_time = False
-                        self._export_unprofiled(Passthrough(FLUSH_TIMEOUT, state.spans), deadline, paced=True)
+                        self._export_unprofiled(UnprofiledSpans(FLUSH_TIMEOUT, state.spans), deadline, paced=True)
                     else:
                         self._profile_and_export(state, complete, outcome, deadline)
                 except Exception:

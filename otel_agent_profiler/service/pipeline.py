@@ -176,7 +176,7 @@ class Pipeline:
         held = held_spans_of(request, problems, request.ByteSize())
         if problems:
             logger.warning("%d unusable spans forwarded unprofiled, first: %s", len(problems), problems[0])
-        passthrough: list[HeldSpan] = []
+        unprofiled: list[HeldSpan] = []
         outcomes: dict[str, int] = {}
         with self._lock:
             if self._stopping or self._limit_reached() is not None:
@@ -188,15 +188,15 @@ class Pipeline:
                 trace_id = item.trace_id
                 if trace_id is None:
                     self.counts.invalid += 1
-                    passthrough.append(item)
+                    unprofiled.append(item)
                     outcomes[ERROR] = outcomes.get(ERROR, 0) + 1
                     continue
                 for group in self._assembler.add(trace_id, item):
-                    passthrough.extend(group.spans)
+                    unprofiled.extend(group.spans)
                     outcomes[group.reason] = outcomes.get(group.reason, 0) + len(group.spans)
             self._lock.notify_all()
-        if passthrough:
-            self._forward([(item.origin, item.span) for item in passthrough], sum(item.size for item in passthrough))
+        if unprofiled:
+            self._forward([(item.origin, item.span) for item in unprofiled], sum(item.size for item in unprofiled))
         if self.metrics is not None:
             for outcome, count in outcomes.items():
                 self.metrics.count_spans(outcome, count)
