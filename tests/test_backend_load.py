@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from otel_agent_profiler.core.backend_load import LoadHistory, LoadSample, load_during
+from otel_agent_profiler.core.backend_load import LoadSample, load_during
+from otel_agent_profiler.live.load_history import LoadHistory
 
 S = 1_000_000_000
 

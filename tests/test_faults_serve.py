@@ -34,7 +34,7 @@ from backends import free_port, free_ports, http_exchange, port_open, wait_until
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from otel_agent_profiler.core.backend_load import LoadHistory
+from otel_agent_profiler.live.load_history import LoadHistory
 from otel_agent_profiler.service import pipeline as pipeline_module
 from otel_agent_profiler.service.app import ProfilingService, ServeConfig
 from otel_agent_profiler.service.pipeline import PipelineConfig

@@ -27,13 +27,14 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ..core import profile_trace, trace_to_dict
-from ..core.backend_load import LoadHistory, attach_backend_load
+from ..core.backend_load import attach_backend_load
 from ..core.categories import CATEGORIES
 from ..core.profile import TraceProfile
-from ..core.programs import ProgramAverages
 from ..core.records import SpanRecord
 from ..errors import InternalErrorLog
+from ..live.load_history import LoadHistory
 from ..live.profile_metrics import ProfileMetrics
+from ..live.program_averages import ProgramAverages
 from ..live.trace_assembly import ERROR, REFUSE_NEW, REFUSE_SPAN, TraceAssembly, TraceState
 from .forwarder import Forwarder
 from .spans import HeldSpan, Origin, build_request, enrich, held_spans_of
