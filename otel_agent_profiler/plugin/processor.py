@@ -32,14 +32,11 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from ..adapters.sdk_spans import records_from_spans
-from ..core.analyze import profile_trace
-from ..core.backend_load import attach_backend_load
 from ..core.profile import TraceProfile
-from ..core.records import SpanRecord
 from ..errors import report_internal_error
 from ..live.backend_poller import BackendPoller
-from ..live.enrichment import span_attributes, trace_attributes
 from ..live.profile_metrics import ProfileMetrics
+from ..live.profiling import ProfilingStep
 from ..live.trace_assembly import (
     ERROR,
     EVICT_OLDEST,
@@ -106,7 +103,12 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         self._meter_provider = meter_provider
         self._metrics: ProfileMetrics | None = None
         self._metrics_on = self.config.metrics_enabled
-        self._classifier = self.config.classifier()
+        self._profiling = ProfilingStep(
+            self.config.profile_options(),
+            _report_profiling_error,
+            metrics=self._profile_metrics,
+            enrich=self.config.enrich_spans,
+        )
         self._sample_bound = round(self.config.sample_rate * _TRACE_ID_LIMIT)
         self._sample_all = self.config.sample_rate >= 1.0
         self._recent: deque[TraceProfile] = deque(maxlen=_RECENT_PROFILES)
@@ -122,6 +124,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self.backend_poller = BackendPoller(
                 self.config.backend_metrics, interval_s=self.config.backend_metrics_interval_s
             ).start()
+            self._profiling.backend_load = self.backend_poller.history
         self._init_runtime_state()
         if self.config.console_report:
             # The SDK shuts its provider down at exit; this covers providers that do not.
@@ -306,32 +309,22 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             return
         try:
             records = records_from_spans(spans)
-            profile = profile_trace(records, self._classifier, self.config.prices)
         except Exception:
             report_internal_error("profiling")
             self._export_unprofiled(UnprofiledSpans(ERROR, spans), give_up_at, paced=True)
             return
-        if self.backend_poller is not None:
-            try:
-                attach_backend_load(profile, self.backend_poller.history)
-            except Exception:
-                report_internal_error("backend load")
-        exported: Sequence[ReadableSpan] = spans
-        if self.config.enrich_spans:
-            try:
-                exported = self._enriched(spans, records, profile, complete)
-            except Exception:
-                report_internal_error("enrichment")
+        # Profiled, enriched and its metrics recorded before the export, so whoever sees the spans
+        # exported sees their metrics. A failed analysis was counted by the step.
+        profiled = self._profiling.profile(records, complete=complete, outcome=outcome)
+        profile = profiled.profile
+        if profile is None:
+            self._export_paced(spans, give_up_at)
+            return
         self._profiled_traces += 1
-        metrics = self._profile_metrics()
-        if metrics is not None:
-            # Recorded before the export, so whoever sees the spans exported sees their metrics.
-            try:
-                metrics.record(profile)
-                metrics.count_spans("profiled", len(spans))
-                metrics.count_trace(outcome)
-            except Exception:
-                report_internal_error("metrics")
+        exported = [
+            span if extra is None else EnrichedSpan.of(span, extra)
+            for span, extra in zip(spans, profiled.attributes, strict=True)
+        ]
         self._export_paced(exported, give_up_at)
         try:
             if not self.config.console_report:
@@ -355,27 +348,6 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         new = total - self._sampled_out_reported
         self._sampled_out_reported = total
         return new
-
-    @staticmethod
-    def _enriched(
-        spans: Sequence[ReadableSpan], records: Sequence[SpanRecord], profile: TraceProfile, complete: bool
-    ) -> list[ReadableSpan]:
-        # records[i] was made from spans[i]; each profiled span keeps its record, so the record's
-        # identity finds a span's profile without formatting its id again.
-        by_record = {id(span.record): span for span in profile.spans}
-        roots = {id(root.record) for root in profile.roots}
-        totals = trace_attributes(profile, complete=complete)
-        enriched: list[ReadableSpan] = []
-        for span, record in zip(spans, records, strict=True):
-            profiled = by_record.get(id(record))
-            if profiled is None:
-                enriched.append(span)
-                continue
-            extra = span_attributes(profiled)
-            if id(record) in roots:
-                extra.update(totals)
-            enriched.append(EnrichedSpan.of(span, extra))
-        return enriched
 
     def _profile_metrics(self) -> ProfileMetrics | None:
         if not self._metrics_on:
@@ -542,6 +514,11 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             write_console_report(sys.stderr, list(self._recent), self._profiled_traces)
         except Exception:
             report_internal_error("console report")
+
+
+def _report_profiling_error(where: str, trace_id: str) -> None:
+    # Inside the application a failure is logged once per stage, whatever the trace.
+    report_internal_error(where)
 
 
 def _shutdown_at_exit(ref: weakref.ref[AgentProfilerSpanProcessor]) -> None:
