@@ -21,7 +21,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -74,6 +74,8 @@ class PipelineConfig:
     max_held_bytes: int = 256 * 1024 * 1024
     #: Profiles kept for ``/profiles``.
     recent_profiles: int = 1000
+    #: Categories, prices and context windows of the profiles (``--category-overrides``, ``--prices``).
+    profile_options: ProfileOptions = field(default_factory=ProfileOptions)
 
 
 @dataclass
@@ -98,7 +100,6 @@ class Pipeline:
         metrics: ProfileMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         backend_load: LoadHistory | None = None,
-        profile_options: ProfileOptions | None = None,
     ) -> None:
         self.config = config
         self.forwarder = forwarder
@@ -124,7 +125,7 @@ class Pipeline:
         #: reading it never holds up receiving.
         self.programs = ProgramAverages()
         self._profiling = ProfilingStep(
-            profile_options if profile_options is not None else ProfileOptions(),
+            config.profile_options,
             _report_profiling_error,
             metrics=lambda: self.metrics,
             backend_load=backend_load,
