@@ -20,6 +20,7 @@ from collections.abc import Iterator
 __all__ = [
     "AgentProfilerError",
     "BadIdError",
+    "CannotAnalyse",
     "InternalErrorLog",
     "MetricsTextError",
     "Overloaded",
@@ -49,6 +50,11 @@ class MetricsTextError(AgentProfilerError, ValueError):
 
 class StoreError(AgentProfilerError):
     """A trace store could not be read; the message is one line saying why."""
+
+
+class CannotAnalyse(AgentProfilerError):
+    """Nothing can be analysed: a store or Prometheus could not be read, the copy of a store's traces not
+    written, or an option cannot be honoured; the message is the one line to print."""
 
 
 class Overloaded(AgentProfilerError):

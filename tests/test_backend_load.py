@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from otel_agent_profiler.core.backend_load import LoadHistory, load_during
+from otel_agent_profiler.core.backend_load import load_during
 from otel_agent_profiler.core.profile import LoadSample
+from otel_agent_profiler.live.load_history import LoadHistory
 
 S = 1_000_000_000
 

@@ -12,11 +12,12 @@ from span_builders import CLIENT, SERVER, by_name, profile, span
 from test_call_anatomy import server_attributes
 
 from otel_agent_profiler.core import profile_records, trace_to_dict
-from otel_agent_profiler.core.backend_load import LoadHistory, attach_backend_load
+from otel_agent_profiler.core.backend_load import attach_backend_load
 from otel_agent_profiler.core.findings import LLM_QUEUE, find_all
 from otel_agent_profiler.core.profile import LoadSample
 from otel_agent_profiler.live import attributes as attr
 from otel_agent_profiler.live.enrichment import span_attributes
+from otel_agent_profiler.live.load_history import LoadHistory
 from otel_agent_profiler.report.html import render_html
 from otel_agent_profiler.report.summary import build_summary
 from otel_agent_profiler.report.text import render_trace

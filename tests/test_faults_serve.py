@@ -34,7 +34,8 @@ from backends import free_port, free_ports, http_exchange, port_open, wait_until
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from otel_agent_profiler.core.backend_load import LoadHistory
+from otel_agent_profiler.live import profiling as profiling_module
+from otel_agent_profiler.live.load_history import LoadHistory
 from otel_agent_profiler.service import pipeline as pipeline_module
 from otel_agent_profiler.service.app import ProfilingService, ServeConfig
 from otel_agent_profiler.service.pipeline import PipelineConfig
@@ -597,7 +598,7 @@ def test_a_failing_load_lookup_costs_the_calls_their_load_not_the_trace_its_prof
     def broken(*_: object) -> int:
         raise RuntimeError("bug in attaching the load")
 
-    monkeypatch.setattr(pipeline_module, "attach_backend_load", broken)
+    monkeypatch.setattr(profiling_module, "attach_backend_load", broken)
     request = ExportTraceServiceRequest()
     scope = request.resource_spans.add().scope_spans.add()
     for i in range(3):
@@ -610,6 +611,6 @@ def test_a_failing_load_lookup_costs_the_calls_their_load_not_the_trace_its_prof
             pipeline.receive(request)
             wait_until(lambda: pipeline.profile(f"{7:032x}") is not None, 10, "the trace profiled")
         assert pipeline.health()["counts"]["profiled"] == 3
-        assert "attaching the inference servers' load failed" in caplog.text
+        assert "backend load failed for trace" in caplog.text
     finally:
         pipeline.stop()

@@ -39,9 +39,10 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import TraceProfile, profile_records
 from otel_agent_profiler.live import attributes as attr
+from otel_agent_profiler.live import profiling as profiling_module
 from otel_agent_profiler.live.profile_metrics import ProfileMetrics
+from otel_agent_profiler.live.profile_options import ProfileOptions
 from otel_agent_profiler.live.trace_assembly import TraceAssembly
-from otel_agent_profiler.plugin import processor as processor_module
 from otel_agent_profiler.plugin.config import _OPTIONS
 from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
 
@@ -364,14 +365,14 @@ def test_profiling_happens_off_the_applications_thread(
     rig = make_rig()
     release = threading.Event()
     threads: list[threading.Thread] = []
-    real = processor_module.profile_trace
+    real = profiling_module.profile_trace
 
     def slow_profile(*args: Any, **kwargs: Any) -> TraceProfile:
         threads.append(threading.current_thread())
         release.wait(5)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(processor_module, "profile_trace", slow_profile)
+    monkeypatch.setattr(profiling_module, "profile_trace", slow_profile)
     started = time.monotonic()
     agent_trace(rig.tracer)  # would block here if profiling ran on this thread
     assert time.monotonic() - started < 1.0
@@ -418,7 +419,7 @@ def test_span_starting_after_its_trace_completed_is_late_not_a_new_trace(
 ) -> None:
     entered = threading.Event()
     gate = threading.Event()
-    real = processor_module.profile_trace
+    real = profiling_module.profile_trace
 
     def gated(records: Any, *args: Any, **kwargs: Any) -> TraceProfile:
         if records[0].name == "blocker":
@@ -426,7 +427,7 @@ def test_span_starting_after_its_trace_completed_is_late_not_a_new_trace(
             gate.wait(5)
         return real(records, *args, **kwargs)
 
-    monkeypatch.setattr(processor_module, "profile_trace", gated)
+    monkeypatch.setattr(profiling_module, "profile_trace", gated)
     rig = make_rig()
     blocker = rig.tracer.start_span("blocker")
     blocker.end()
@@ -744,13 +745,13 @@ def test_force_flush_returns_within_its_deadline_when_the_worker_is_busy(make_ri
 def test_force_flush_returns_within_its_deadline_with_a_backlog(
     make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = processor_module.profile_trace
+    real = profiling_module.profile_trace
 
     def slow_profile(*args: Any, **kwargs: Any) -> TraceProfile:
         time.sleep(0.1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(processor_module, "profile_trace", slow_profile)
+    monkeypatch.setattr(profiling_module, "profile_trace", slow_profile)
     rig = make_rig()
     roots = []
     for n in range(10):  # ten incomplete traces waiting: draining them all takes ~1 s
@@ -818,7 +819,7 @@ def test_failing_analysis_exports_spans_unprofiled(
     def broken(*args: Any, **kwargs: Any) -> TraceProfile:
         raise RuntimeError("classifier exploded")
 
-    monkeypatch.setattr(processor_module, "profile_trace", broken)
+    monkeypatch.setattr(profiling_module, "profile_trace", broken)
     rig = make_rig()
     with caplog.at_level(logging.ERROR):
         agent_trace(rig.tracer)
@@ -842,7 +843,7 @@ def test_failing_classifier_from_overrides_exports_spans_unprofiled(
     def broken(name: str, attributes: Any) -> str:
         raise RuntimeError("classifier exploded")
 
-    rig.profiler._classifier = broken
+    rig.profiler._profiling.options = ProfileOptions(broken)
     with caplog.at_level(logging.ERROR):
         agent_trace(rig.tracer)
         rig.flush()
@@ -860,7 +861,7 @@ def test_failing_enrichment_exports_original_spans_and_keeps_metrics(
     def broken(*args: Any, **kwargs: Any) -> dict[str, Any]:
         raise RuntimeError("enrichment exploded")
 
-    monkeypatch.setattr(processor_module, "span_attributes", broken)
+    monkeypatch.setattr(profiling_module, "span_attributes", broken)
     rig = make_rig()
     with caplog.at_level(logging.ERROR):
         agent_trace(rig.tracer)

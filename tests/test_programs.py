@@ -1,5 +1,6 @@
-"""Profiles averaged per agent program (core.programs): which program a trace runs, exact averages
-over constructed traces, percentiles over each program's recent durations, and the cap."""
+"""Profiles averaged per agent program (core.programs, live.program_averages): which program a trace
+runs, exact averages over constructed traces, percentiles over each program's recent durations, and
+the cap."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from span_builders import CLIENT, SERVER, profile, span
 
 from otel_agent_profiler.core import CATEGORIES, PriceTable, SpanRecord, StatusCode, TraceProfile, profile_trace
-from otel_agent_profiler.core.programs import UNKNOWN_SERVICE, ProgramAverages, percentile, program_of
+from otel_agent_profiler.core.programs import UNKNOWN_SERVICE, percentile, program_of
+from otel_agent_profiler.live.program_averages import ProgramAverages
 
 MS = 1_000_000
 AGENT = {"gen_ai.operation.name": "invoke_agent"}

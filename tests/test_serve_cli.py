@@ -7,6 +7,11 @@ import socket
 import pytest
 
 from otel_agent_profiler import cli
+from otel_agent_profiler.cli.serve import profile_options
+from otel_agent_profiler.core.categories import classify
+
+GPT_4O = '{"gpt-4o": {"input": 2.5, "output": 10}}'
+GPT_4O_MINI = '{"gpt-4o-mini": {"input": 0.15, "output": 0.6}}'
 
 OPTIONS = (
     "--host",
@@ -22,6 +27,8 @@ OPTIONS = (
     "--max-memory-mib",
     "--shutdown-grace",
     "--metrics-interval",
+    "--category-overrides",
+    "--prices",
 )
 
 
@@ -81,6 +88,9 @@ def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ["--max-memory-mib", "0"],
         ["--shutdown-grace", "-1"],
         ["--upstream-protocol", "thrift"],
+        ["--category-overrides", "fetch_*=nonsense"],
+        ["--category-overrides", "no-equals-sign"],
+        ["--prices", "{not json"],
     ],
 )
 def test_bad_values_are_usage_errors(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,3 +119,56 @@ def test_port_in_use_is_an_error(which: str, capsys: pytest.CaptureFixture[str])
         code = cli.main(["serve", *[x for pair in args.items() for x in pair]])
     assert code == cli.EXIT_BAD_INPUT
     assert "cannot serve" in capsys.readouterr().err
+
+
+# -- the profile's options: the option, else the in-process profiler's variable, else none --------------------
+
+
+def _category_and_prices(argv: list[str], environ: dict[str, str]) -> tuple[str, list[str]]:
+    options = profile_options(cli._build_parser().parse_args(["serve", *argv]), environ)
+    category = options.classifier("fetch_weather", {})
+    priced = [] if options.prices is None else [m for m in ("gpt-4o", "gpt-4o-mini") if options.prices.price_of(m)]
+    return category, priced
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "category", "priced"),
+    [
+        ([], {}, None, []),  # None: what the conventions say
+        (["--category-overrides", "fetch_*=retrieval"], {}, "retrieval", []),
+        ([], {"OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES": "fetch_*=memory"}, "memory", []),
+        (
+            ["--category-overrides", "fetch_*=retrieval"],
+            {"OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES": "fetch_*=memory"},
+            "retrieval",
+            [],
+        ),
+        (["--prices", GPT_4O], {}, None, ["gpt-4o"]),
+        ([], {"OTEL_AGENT_PROFILER_PRICES": GPT_4O_MINI}, None, ["gpt-4o-mini"]),
+        (["--prices", GPT_4O], {"OTEL_AGENT_PROFILER_PRICES": GPT_4O_MINI}, None, ["gpt-4o"]),
+        ([], {"OTEL_AGENT_PROFILER_PRICES": " "}, None, []),
+    ],
+)
+def test_profile_options_come_from_the_option_then_the_variable_then_the_default(
+    argv: list[str], environ: dict[str, str], category: str | None, priced: list[str]
+) -> None:
+    assert _category_and_prices(argv, environ) == (category or classify("fetch_weather", {}), priced)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES", "fetch_*=nonsense"), ("OTEL_AGENT_PROFILER_PRICES", "{not json")],
+)
+def test_an_unusable_variable_stops_serve_naming_it(
+    variable: str, value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(variable, value)
+    code = cli.main(["serve", "--http-port", "0", "--grpc-port", "0"])
+    assert code == cli.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("otel-agent-profiler: error: cannot serve: ") and variable in err
+
+
+def test_an_agent_profiler_category_attribute_beats_the_overrides() -> None:
+    options = profile_options(cli._build_parser().parse_args(["serve", "--category-overrides", "fetch_*=tool"]), {})
+    assert options.classifier("fetch_x", {"agent_profiler.category": "memory"}) == "memory"

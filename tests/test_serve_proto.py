@@ -22,8 +22,10 @@ from otel_agent_profiler.adapters.otlp_proto import (
     to_any_value,
 )
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
-from otel_agent_profiler.core import profile_trace
+from otel_agent_profiler.errors import report_internal_error
 from otel_agent_profiler.live.enrichment import span_attributes, trace_attributes
+from otel_agent_profiler.live.profile_options import ProfileOptions
+from otel_agent_profiler.live.profiling import ProfilingStep
 from otel_agent_profiler.service.spans import build_request, enrich, held_spans_of, span_count
 
 
@@ -139,6 +141,10 @@ def test_malformed_otlp_json_raises_value_error(body: bytes) -> None:
         request_from_otlp_json(body)
 
 
+def _raise(where: str, trace_id: str) -> None:
+    report_internal_error(where)  # re-raises under the test suite
+
+
 def test_enrichment_adds_the_profile_attributes_to_copies_and_keeps_originals() -> None:
     request = encode_spans(_sdk_spans())
     # An original attribute in our namespace keeps its value.
@@ -147,11 +153,14 @@ def test_enrichment_adds_the_profile_attributes_to_copies_and_keeps_originals() 
     kv.value.string_value = "mine"
     before = request.SerializeToString()
     held = held_spans_of(request, [])
-    profile = profile_trace([h.record for h in held if h.record is not None])
     # serve's records, built from a held span, name its scope as the readers do
     assert sorted(h.record.scope for h in held if h.record is not None) == ["scope-a", "scope-a", "scope-b"]
-    out = enrich(held, profile, complete=True)
+    records = [h.record for h in held if h.record is not None]
+    profiled = ProfilingStep(ProfileOptions(), _raise).profile(records, complete=True, outcome="complete")
+    out = enrich(held, profiled.attributes)
     assert request.SerializeToString() == before  # received spans are never changed
+    profile = profiled.profile
+    assert profile is not None
     by_id = {s.span_id: s for s in profile.spans}
     roots = {r.span_id for r in profile.roots}
     first_id = request.resource_spans[0].scope_spans[0].spans[0].span_id.hex()

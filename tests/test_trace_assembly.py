@@ -25,9 +25,9 @@ from otel_agent_profiler.live.trace_assembly import (
     RELEASE_TRACE,
     SPAN_CAP,
     TRACE_CAP,
-    Passthrough,
     TraceAssembly,
     TraceState,
+    UnprofiledSpans,
 )
 
 
@@ -85,7 +85,7 @@ def spans_of(states: list[TraceState[str]]) -> list[str]:
     return [span for state in states for span in state.spans]
 
 
-def flatten(groups: list[Passthrough[str]]) -> list[str]:
+def flatten(groups: list[UnprofiledSpans[str]]) -> list[str]:
     return [span for group in groups for span in group.spans]
 
 
@@ -169,7 +169,7 @@ def test_span_of_a_profiled_trace_passes_through_as_late() -> None:
     assert buffer.span_started(1, 11) == []
     passthrough, ready = buffer.span_ended(1, 11, "late", False)
     assert not ready
-    assert passthrough == [Passthrough(LATE, ["late"])]
+    assert passthrough == [UnprofiledSpans(LATE, ["late"])]
     assert len(buffer) == 0
 
 
@@ -201,7 +201,7 @@ def test_late_span_of_an_expired_trace_passes_through() -> None:
     assert spans_of(expired) == ["child"]
     assert not expired[0].local_root_ended
     passthrough, ready = buffer.span_ended(1, 10, "root", True)
-    assert (passthrough, ready) == ([Passthrough(LATE, ["root"])], False)
+    assert (passthrough, ready) == ([UnprofiledSpans(LATE, ["root"])], False)
 
 
 def test_late_span_of_a_flushed_trace_passes_through() -> None:
@@ -211,7 +211,7 @@ def test_late_span_of_a_flushed_trace_passes_through() -> None:
     buffer.span_ended(1, 11, "child", False)
     ready, incomplete = buffer.take_all()
     assert ready == [] and spans_of(incomplete) == ["child"]
-    assert buffer.span_ended(1, 10, "root", True) == ([Passthrough(LATE, ["root"])], False)
+    assert buffer.span_ended(1, 10, "root", True) == ([UnprofiledSpans(LATE, ["root"])], False)
 
 
 # -- expiry ---------------------------------------------------------------------------------
@@ -278,12 +278,12 @@ def test_trace_cap_evicts_the_oldest_trace_with_its_ended_spans() -> None:
     buffer.span_ended(1, 11, "t1-child", False)
     buffer.span_started(2, 20)
     evicted = buffer.span_started(3, 30)
-    assert evicted == [Passthrough(TRACE_CAP, ["t1-child"])]
+    assert evicted == [UnprofiledSpans(TRACE_CAP, ["t1-child"])]
     assert len(buffer) == 2
     # Later spans of the evicted trace are passed through as evicted, never buffered again.
     assert buffer.span_started(1, 12) == []
-    assert buffer.span_ended(1, 12, "t1-late", False) == ([Passthrough(TRACE_CAP, ["t1-late"])], False)
-    assert buffer.span_ended(1, 10, "t1-root", True) == ([Passthrough(TRACE_CAP, ["t1-root"])], False)
+    assert buffer.span_ended(1, 12, "t1-late", False) == ([UnprofiledSpans(TRACE_CAP, ["t1-late"])], False)
+    assert buffer.span_ended(1, 10, "t1-root", True) == ([UnprofiledSpans(TRACE_CAP, ["t1-root"])], False)
     assert len(buffer) == 2
     # The others are unaffected.
     buffer.span_ended(2, 20, "t2-root", True)
@@ -297,7 +297,7 @@ def test_trace_cap_evicts_a_trace_waiting_to_be_profiled_first() -> None:
     buffer.span_started(2, 20)
     buffer.span_ended(2, 20, "t2-root", True)  # complete, waiting for the worker
     evicted = buffer.span_started(3, 30)
-    assert evicted == [Passthrough(TRACE_CAP, ["t2-root"])]
+    assert evicted == [UnprofiledSpans(TRACE_CAP, ["t2-root"])]
     assert buffer.take_ready() == []
 
 
@@ -306,7 +306,7 @@ def test_trace_cap_applies_to_spans_never_seen_starting() -> None:
     buffer.span_started(1, 11)
     buffer.span_ended(1, 11, "t1-child", False)
     passthrough, ready = buffer.span_ended(2, 20, "t2-root", True)
-    assert passthrough == [Passthrough(TRACE_CAP, ["t1-child"])]
+    assert passthrough == [UnprofiledSpans(TRACE_CAP, ["t1-child"])]
     assert ready
     assert spans_of(buffer.take_ready()) == ["t2-root"]
 
@@ -316,7 +316,7 @@ def test_span_cap_passes_the_whole_trace_through() -> None:
     buffer.span_started(1, 100)
     for span_id in range(1, 8):
         buffer.span_started(1, span_id)
-    out: list[Passthrough[str]] = []
+    out: list[UnprofiledSpans[str]] = []
     for span_id in range(1, 8):
         passthrough, ready = buffer.span_ended(1, span_id, f"s{span_id}", False)
         assert not ready
@@ -457,14 +457,14 @@ def test_late_spans_of_a_released_trace_are_refused_and_counted() -> None:
     assembler.add("t1", "a")
     clock.now += 1
     assert len(assembler.take_expired()) == 1
-    assert assembler.add("t1", "late") == [Passthrough(LATE, ["late"])]
+    assert assembler.add("t1", "late") == [UnprofiledSpans(LATE, ["late"])]
     assert assembler.counts.late == 1
     assert assembler.held_spans == 0
     # Traces released at shutdown count the same way.
     assembler.add("t2", "b")
     ready, incomplete = assembler.take_all()
     assert ready == [] and len(incomplete) == 1
-    assert assembler.add("t2", "c") == [Passthrough(LATE, ["c"])]
+    assert assembler.add("t2", "c") == [UnprofiledSpans(LATE, ["c"])]
     assert assembler.counts.late == 2
 
 
@@ -474,7 +474,7 @@ def test_trace_cap_refuses_spans_of_new_traces_but_not_of_held_ones() -> None:
     assert assembler.add("t1", "a") == []
     assert assembler.add("t2", "b") == []
     assert assembler.full
-    assert assembler.add("t3", "c") == [Passthrough(TRACE_CAP, ["c"])]
+    assert assembler.add("t3", "c") == [UnprofiledSpans(TRACE_CAP, ["c"])]
     assert assembler.add("t1", "d") == []
     assert assembler.counts.over_trace_cap == 1 and assembler.counts.over_caps == 1
     clock.now += 1
@@ -486,7 +486,7 @@ def test_span_cap_refuses_spans_past_the_limit_of_one_trace() -> None:
     clock = FakeClock()
     assembler = serve_assembly(quiet_period_s=1, max_spans_per_trace=3, clock=clock)
     results = [assembler.add("t1", i) for i in range(5)]
-    assert results == [[], [], [], [Passthrough(SPAN_CAP, [3])], [Passthrough(SPAN_CAP, [4])]]
+    assert results == [[], [], [], [UnprofiledSpans(SPAN_CAP, [3])], [UnprofiledSpans(SPAN_CAP, [4])]]
     assert assembler.counts.over_span_cap == 2 and assembler.counts.over_caps == 2
     assert assembler.held_spans == 3
     clock.now += 1
@@ -501,7 +501,7 @@ def test_remembered_trace_ids_are_bounded() -> None:
         assembler.add(trace_id, "x")
         assembler.take_expired()
     assert assembler.add("t1", "x") == []  # forgotten: held again rather than called late
-    assert assembler.add("t3", "x") == [Passthrough(LATE, ["x"])]
+    assert assembler.add("t3", "x") == [UnprofiledSpans(LATE, ["x"])]
 
 
 @pytest.mark.parametrize("kwargs", [{"quiet_period_s": -1}, {"max_traces": 0}, {"max_spans_per_trace": 0}])

@@ -10,8 +10,8 @@ from typing import Any
 from ..core import TraceProfile
 from ..core.findings import Finding, WhatIfProjection
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
+from ..errors import CannotAnalyse
 from ..offline.analysis import InMemoryAnalysis, analyze_inputs
-from ..offline.inputs import CannotAnalyse
 from ..offline.on_disk import ShardedAnalysis, encode_trace
 from ..offline.options import AnalyzeOptions
 from ..offline.shards import ON_DISK_BYTES

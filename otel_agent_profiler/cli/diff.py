@@ -18,8 +18,8 @@ from typing import Any
 from ..adapters.files import TraceFile
 from ..core.pricing import PriceTable
 from ..core.units import plural
+from ..errors import CannotAnalyse
 from ..offline import READING, cyclic_gc_paused, load_profiles, profile_trace_files
-from ..offline.inputs import CannotAnalyse
 from ..offline.store_loading import fetch_store
 from ..offline.workers import worker_context
 from ..report.progress import Progress, progress_enabled

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 import msgspec
 
 from ..core import TraceProfile
+from ..errors import CannotAnalyse
 from ..offline import cyclic_gc_paused
-from ..offline.inputs import CannotAnalyse, OfflineInputs
+from ..offline.inputs import OfflineInputs
 from ..offline.store_loading import load_inputs
 from . import arguments, sources
 from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, PROG, error, write_output, write_streamed

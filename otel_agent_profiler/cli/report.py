@@ -7,8 +7,9 @@ import sys
 
 from ..core.findings import Finding, FindingOptions, find_all
 from ..core.units import plural
+from ..errors import CannotAnalyse
 from ..offline import cyclic_gc_paused
-from ..offline.inputs import CannotAnalyse, OfflineInputs
+from ..offline.inputs import OfflineInputs
 from ..offline.store_loading import load_inputs
 from ..offline.workers import map_in_order, workers_for
 from ..report.progress import Progress, progress_enabled

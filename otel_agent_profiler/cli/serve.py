@@ -7,8 +7,15 @@ import argparse
 import errno
 import logging
 import os
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
-from .arguments import EXIT_BAD_INPUT, error, metrics_url, non_negative_float, port, positive_int
+from ..core.pricing import PriceTable, parse_prices
+from ..live.profile_options import CategoryOverrides, ProfileOptions, make_classifier, parse_category_overrides
+from ..plugin.environment_variables import OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES, OTEL_AGENT_PROFILER_PRICES
+from .arguments import EXIT_BAD_INPUT, error, metrics_url, non_negative_float, port, positive_int, prices
+
+_T = TypeVar("_T")
 
 #: Where ``serve`` takes its bearer token from when --bearer-token-file is not given.
 TOKEN_ENV = "OTEL_AGENT_PROFILER_SERVE_TOKEN"
@@ -151,6 +158,62 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         "running and waiting, KV-cache use, prefix-cache hit rate, preemptions) as agent_profiler.backend.* "
         "attributes and in /profiles. Repeat for several servers (default: none)",
     )
+    # The options of the profile itself are the in-process profiler's, with its variables and formats.
+    serve.add_argument(
+        "--category-overrides",
+        type=category_overrides,
+        metavar="PATTERN=CATEGORY,...",
+        help=(
+            "categories by span name, shell-style patterns, first match wins, e.g. 'fetch_*=tool,*memory*=memory'; "
+            "they beat the conventions, an agent_profiler.category attribute beats them. Default: "
+            f"${OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES}; without either, the conventions alone"
+        ),
+    )
+    serve.add_argument(
+        "--prices",
+        type=prices,
+        metavar="FILE|JSON",
+        help=(
+            "prices of models for the cost of LLM and embedding calls, US dollars per million tokens, as a JSON "
+            'file or JSON text: \'{"gpt-4o": {"input": 2.5, "output": 10, "cached_input": 1.25}}\'. Default: '
+            f"${OTEL_AGENT_PROFILER_PRICES}; without either, nothing is priced (as in the in-process profiler, "
+            "the built-in list prices of the offline commands are not used)"
+        ),
+    )
+
+
+def category_overrides(text: str) -> CategoryOverrides:
+    """``pattern=category,...`` (the format of OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES)."""
+    try:
+        return parse_category_overrides(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def profile_options(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ProfileOptions:
+    """The categories and prices of serve's profiles: each option, else its variable, else none.
+
+    Raises ``ValueError`` naming the variable when a variable is set but unusable: serve is a
+    command, so a bad setting stops it at the start (exit code 2), as the offline commands do.
+    """
+    environ = os.environ if environ is None else environ
+    overrides: CategoryOverrides | None = args.category_overrides
+    table: PriceTable | None = args.prices
+    if overrides is None:
+        overrides = _from_environment(environ, OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES, parse_category_overrides) or ()
+    if table is None:
+        table = _from_environment(environ, OTEL_AGENT_PROFILER_PRICES, parse_prices)
+    return ProfileOptions(make_classifier(overrides), table)
+
+
+def _from_environment(environ: Mapping[str, str], variable: str, parse: Callable[[str], _T]) -> _T | None:
+    raw = environ.get(variable, "")
+    if not raw.strip():
+        return None
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise ValueError(f"{variable}: {exc}") from None
 
 
 def _default_protocol() -> str:
@@ -183,6 +246,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         token = _token(args)
+        options = profile_options(args)
     except ValueError as exc:
         error(f"cannot serve: {exc}")
         return EXIT_BAD_INPUT
@@ -201,6 +265,7 @@ def run(args: argparse.Namespace) -> int:
             max_spans_per_trace=args.max_spans_per_trace,
             max_pending_spans=args.max_pending_spans,
             max_held_bytes=args.max_memory_mib * 1024 * 1024,
+            profile_options=options,
         ),
         shutdown_grace_s=args.shutdown_grace,
         tls_cert=args.tls_cert,

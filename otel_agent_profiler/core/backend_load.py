@@ -2,8 +2,9 @@
 
 A self-hosted server (vLLM, SGLang) publishes how busy it is: requests running and waiting,
 KV-cache use, prefix-cache queries and hits, preemptions. Sampled about once a second into a
-bounded ``LoadHistory``, those samples say what each LLM call met: a call that queued behind a
-full batch shows waiting requests, a long prompt that missed the prefix cache a low hit rate.
+bounded history (``live.load_history.LoadHistory``), those samples say what each LLM call met: a
+call that queued behind a full batch shows waiting requests, a long prompt that missed the prefix
+cache a low hit rate.
 
 Gauges (running, waiting, KV-cache use) are read from the latest sample at or before the call's
 start, if it is recent, and every sample during the call; a call shorter than the polling
@@ -23,11 +24,9 @@ shows the same loads.
 from __future__ import annotations
 
 import bisect
-import threading
-from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .categories import LLM
 from .models import model_family
@@ -106,63 +105,70 @@ def _increase(opening: float | None, closing: float | None) -> float | None:
     return closing - opening if closing >= opening else closing
 
 
-@dataclass
-class LoadHistory:
-    """The recent samples of every polled server, bounded, safe to add to from a polling thread.
+class LoadSource(Protocol):
+    """What ``attach_backend_load`` reads: the servers' samples, as ``LoadSamples`` holds them
+    (offline) or the live poller's ``live.load_history.LoadHistory`` (its snapshot, while it polls)."""
+
+    def load_during(self, start_ns: int, end_ns: int, model: str | None = None) -> BackendLoad | None: ...
+
+    def samples_between(self, start_ns: int, end_ns: int, sources: Iterable[str]) -> list[LoadSample]: ...
+
+
+@dataclass(frozen=True)
+class LoadSamples:
+    """The samples of each server over a span of time, fixed once made (read from a recording or
+    copied from a live history).
 
     Args:
-        max_samples: Samples kept per server; the oldest go first.
+        by_source: Each server's samples, oldest first, in the order the servers were first seen.
         max_gap_ns: How old a sample before a call may be and still describe it.
     """
 
-    max_samples: int = DEFAULT_MAX_SAMPLES
+    by_source: Mapping[str, Sequence[LoadSample]] = field(default_factory=dict)
     max_gap_ns: int = DEFAULT_MAX_GAP_NS
-    _by_source: dict[str, deque[LoadSample]] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, sample: LoadSample) -> None:
-        """Keep ``sample``; samples of one server must arrive in time order (a poller's do)."""
-        with self._lock:
-            history = self._by_source.get(sample.source)
-            if history is None:
-                history = self._by_source[sample.source] = deque(maxlen=self.max_samples)
-            if history and sample.time_ns < history[-1].time_ns:
-                return  # a clock step back: keep the history sorted rather than guess
-            history.append(sample)
 
     def sources(self) -> list[str]:
         """The servers with samples, in the order they were first seen."""
-        with self._lock:
-            return list(self._by_source)
+        return list(self.by_source)
 
     def samples(self, source: str) -> list[LoadSample]:
         """A copy of one server's samples, oldest first."""
-        with self._lock:
-            return list(self._by_source.get(source, ()))
+        return list(self.by_source.get(source, ()))
 
     def load_during(self, start_ns: int, end_ns: int, model: str | None = None) -> BackendLoad | None:
-        """What a call from ``start_ns`` to ``end_ns`` met, on the server that serves ``model``.
-
-        With one server, that server. With several, the one whose series name ``model``; None
-        when no server names it (the call went elsewhere, or ``model`` is unknown).
-        """
-        with self._lock:
-            histories = list(self._by_source.values())
-        if len(histories) != 1:
-            histories = [h for h in histories if h and model is not None and _serves(h[-1], model)]
-            if len(histories) != 1:
-                return None
-        return load_during(list(histories[0]), start_ns, end_ns, max_gap_ns=self.max_gap_ns)
+        """What a call from ``start_ns`` to ``end_ns`` met, on the server that serves ``model``
+        (see ``serving_history``)."""
+        history = serving_history(list(self.by_source.values()), model)
+        if history is None:
+            return None
+        return load_during(list(history), start_ns, end_ns, max_gap_ns=self.max_gap_ns)
 
     def samples_between(self, start_ns: int, end_ns: int, sources: Iterable[str]) -> list[LoadSample]:
         """The samples of ``sources`` from ``start_ns`` to ``end_ns``, with one either side (a track's edges)."""
         found: list[LoadSample] = []
         for source in sources:
-            samples = self.samples(source)
-            times = [sample.time_ns for sample in samples]
-            first = max(0, bisect.bisect_left(times, start_ns) - 1)
-            found += samples[first : bisect.bisect_right(times, end_ns) + 1]
+            found += samples_between(self.samples(source), start_ns, end_ns)
         return found
+
+
+def serving_history(histories: Sequence[Sequence[LoadSample]], model: str | None) -> Sequence[LoadSample] | None:
+    """Of the servers' ``histories``, the one a call to ``model`` went to.
+
+    With one server, that server. With several, the one whose series name ``model``; None
+    when no server names it (the call went elsewhere, or ``model`` is unknown).
+    """
+    if len(histories) != 1:
+        histories = [h for h in histories if h and model is not None and _serves(h[-1], model)]
+        if len(histories) != 1:
+            return None
+    return histories[0]
+
+
+def samples_between(samples: Sequence[LoadSample], start_ns: int, end_ns: int) -> list[LoadSample]:
+    """The ``samples`` (one server's, sorted) from ``start_ns`` to ``end_ns``, with one either side."""
+    times = [sample.time_ns for sample in samples]
+    first = max(0, bisect.bisect_left(times, start_ns) - 1)
+    return list(samples[first : bisect.bisect_right(times, end_ns) + 1])
 
 
 def _serves(sample: LoadSample, model: str) -> bool:
@@ -170,7 +176,7 @@ def _serves(sample: LoadSample, model: str) -> bool:
     return model in sample.models or model_family(model) in {model_family(name) for name in sample.models}
 
 
-def attach_backend_load(profile: TraceProfile, history: LoadHistory) -> int:
+def attach_backend_load(profile: TraceProfile, history: LoadSource) -> int:
     """Set ``backend_load`` on each counted LLM call of ``profile`` that ``history`` describes.
 
     The call's server is the one whose series name the call's model (snapshot first, then

@@ -3,8 +3,8 @@
 A *program* is what a trace runs: the agent named by its outermost agent span (the span's
 ``operation``: ``gen_ai.agent.name``, ``gen_ai.workflow.name``, ``agent.name`` or
 ``traceloop.entity.name``, else the span's name), or the root span's name when the trace has no
-agent span, together with the root's ``service.name``. ``ProgramAverages`` keeps running sums per
-program, so its memory grows with the number of programs, never with the number of traces:
+agent span, together with the root's ``service.name``. ``ProgramSums`` are the running sums of one
+program, so memory grows with the number of programs, never with the number of traces:
 
 * per trace, on average: duration (with p50 and p90 over the program's last ``DURATION_WINDOW``
   traces), critical path, critical path and self time per category, LLM calls, tokens, cost (over
@@ -19,21 +19,16 @@ In the terms of per-program views such as ThunderAgent's: *pause* time is the ``
 *tool* time the ``tool`` category's critical path, *prefill* and *decode* the phases of the same
 names.
 
-At most ``max_programs`` programs are kept; the traces of programs first seen after that are
-counted in ``other_programs`` and not averaged. The accumulator is written by one thread and
-read by others: ``add`` holds its lock for the few additions of one trace, ``to_dict`` only while
-it copies the sums.
+Pure: the sums of every program, bounded and shared between threads, are held by
+``live.program_averages.ProgramAverages``.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from array import array
-from collections.abc import Callable
 from typing import Any
 
-from .backend_load import LoadSummary, summarize_loads
+from .backend_load import LoadSummary
 from .categories import AGENT, CATEGORIES
 from .percentiles import percentile
 from .profile import TraceProfile
@@ -51,7 +46,7 @@ _ERROR = StatusCode.ERROR
 _CATEGORY_COUNT = len(CATEGORIES)
 
 
-def _scan(profile: TraceProfile) -> tuple[str, str, bool]:
+def scan_trace(profile: TraceProfile) -> tuple[str, str, bool]:
     """The trace's service and program, and whether any of its spans has an ERROR status."""
     roots = profile.roots
     root = roots[0]
@@ -74,11 +69,11 @@ def _scan(profile: TraceProfile) -> tuple[str, str, bool]:
 
 def program_of(profile: TraceProfile) -> tuple[str, str]:
     """The program a trace runs, as ``(service, program)``: see the module docstring."""
-    service, program, _ = _scan(profile)
+    service, program, _ = scan_trace(profile)
     return service, program
 
 
-class _Program:
+class ProgramSums:
     """Running sums of one program's traces (times in nanoseconds) and its recent durations."""
 
     __slots__ = (
@@ -145,8 +140,8 @@ class _Program:
         self.recent_durations_ns = array("q")
         self.recent_next = 0
 
-    def copy(self) -> _Program:
-        copied = _Program.__new__(_Program)
+    def copy(self) -> ProgramSums:
+        copied = ProgramSums.__new__(ProgramSums)
         for name in _SCALARS:
             setattr(copied, name, getattr(self, name))
         copied.category_critical_path_ns = self.category_critical_path_ns[:]
@@ -227,6 +222,53 @@ class _Program:
             "preemptions": self.backend_preemptions / traces,
         }
 
+    def add_trace(self, profile: TraceProfile, error: bool, load: LoadSummary | None, duration_window: int) -> None:
+        """Add one trace of this program (``error``: a span of it has an ERROR status; ``load``: what
+        its LLM calls met, ``summarize_loads``), keeping the last ``duration_window`` durations."""
+        categories = profile.categories
+        tokens = profile.tokens
+        phases = profile.critical_path_llm_phases
+        cost = profile.cost_usd
+        duration = profile.end_ns - profile.start_ns
+        self.traces += 1
+        if error:
+            self.error_traces += 1
+        self.duration_ns += duration
+        critical_path = self.category_critical_path_ns
+        self_time = self.category_self_time_ns
+        # Every span has one category, so the categories' critical paths add up to the trace's.
+        trace_critical_path = 0
+        for index, stats in enumerate(categories.values()):
+            if stats.duration_ns:  # a category with no time has no self time or critical path either
+                category_critical_path = stats.critical_path_ns
+                critical_path[index] += category_critical_path
+                self_time[index] += stats.self_time_ns
+                trace_critical_path += category_critical_path
+        self.critical_path_ns += trace_critical_path
+        self.llm_calls += profile.llm_calls
+        self.input_tokens += tokens.input
+        self.output_tokens += tokens.output
+        self.cached_input_tokens += tokens.cached_input
+        self.reasoning_tokens += tokens.reasoning
+        if cost is not None:
+            self.priced_traces += 1
+            self.cost_usd += cost
+        if phases is not None:
+            self.phase_traces += 1
+            sums = self.phases_ns
+            sums[0] += phases.queue_ns
+            sums[1] += phases.prefill_ns
+            sums[2] += phases.decode_ns
+            sums[3] += phases.other_ns
+        if load is not None:
+            self.add_load(load)
+        recent = self.recent_durations_ns
+        if len(recent) < duration_window:
+            recent.append(duration)
+        else:
+            recent[self.recent_next] = duration
+            self.recent_next = (self.recent_next + 1) % duration_window
+
     def add_load(self, load: LoadSummary) -> None:
         self.backend_traces += 1
         if load.running_mean is not None:
@@ -250,130 +292,4 @@ def _highest(kept: float | None, value: float) -> float:
 
 
 _SEQUENCES = ("category_critical_path_ns", "category_self_time_ns", "phases_ns", "recent_durations_ns")
-_SCALARS = tuple(name for name in _Program.__slots__ if name not in _SEQUENCES)
-
-
-class ProgramAverages:
-    """Per-program running sums of trace profiles, bounded in the number of programs.
-
-    Args:
-        max_programs: Programs averaged at most; traces of programs first seen later are counted
-            in ``other_programs``.
-        duration_window: Durations per program that p50 and p90 are computed over (the most recent).
-        clock: Unix time in seconds, read once: when the averages start (``since``).
-    """
-
-    def __init__(
-        self,
-        max_programs: int = MAX_PROGRAMS,
-        duration_window: int = DURATION_WINDOW,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        if max_programs < 0 or duration_window < 1:
-            raise ValueError("max_programs must be >= 0 and duration_window >= 1")
-        self.max_programs = max_programs
-        self.duration_window = duration_window
-        self.since = clock()
-        self._programs: dict[tuple[str, str], _Program] = {}
-        self._other_programs = 0
-        self._lock = threading.Lock()
-
-    def add(self, profile: TraceProfile) -> None:
-        """Add one profiled trace to its program's sums (a trace without spans is ignored).
-
-        This is the one place a trace's numbers enter the averages, the load its LLM calls met on
-        their inference servers included (their ``backend_load``, ``core.backend_load``).
-        """
-        if not profile.roots:
-            return
-        service, name, error = _scan(profile)
-        categories = profile.categories
-        tokens = profile.tokens
-        phases = profile.critical_path_llm_phases
-        cost = profile.cost_usd
-        duration = profile.end_ns - profile.start_ns
-        load = summarize_loads(profile.spans)
-        key = (service, name)
-        with self._lock:
-            program = self._programs.get(key)
-            if program is None:
-                if len(self._programs) >= self.max_programs:
-                    self._other_programs += 1
-                    return
-                program = self._programs[key] = _Program()
-            program.traces += 1
-            if error:
-                program.error_traces += 1
-            program.duration_ns += duration
-            critical_path = program.category_critical_path_ns
-            self_time = program.category_self_time_ns
-            # Every span has one category, so the categories' critical paths add up to the trace's.
-            trace_critical_path = 0
-            for index, stats in enumerate(categories.values()):
-                if stats.duration_ns:  # a category with no time has no self time or critical path either
-                    category_critical_path = stats.critical_path_ns
-                    critical_path[index] += category_critical_path
-                    self_time[index] += stats.self_time_ns
-                    trace_critical_path += category_critical_path
-            program.critical_path_ns += trace_critical_path
-            program.llm_calls += profile.llm_calls
-            program.input_tokens += tokens.input
-            program.output_tokens += tokens.output
-            program.cached_input_tokens += tokens.cached_input
-            program.reasoning_tokens += tokens.reasoning
-            if cost is not None:
-                program.priced_traces += 1
-                program.cost_usd += cost
-            if phases is not None:
-                program.phase_traces += 1
-                sums = program.phases_ns
-                sums[0] += phases.queue_ns
-                sums[1] += phases.prefill_ns
-                sums[2] += phases.decode_ns
-                sums[3] += phases.other_ns
-            if load is not None:
-                program.add_load(load)
-            recent = program.recent_durations_ns
-            if len(recent) < self.duration_window:
-                recent.append(duration)
-            else:
-                recent[program.recent_next] = duration
-                program.recent_next = (program.recent_next + 1) % self.duration_window
-
-    @property
-    def other_programs(self) -> int:
-        """Traces of programs first seen after ``max_programs`` were kept: counted, not averaged."""
-        return self._other_programs
-
-    def to_dict(self, service: str | None = None) -> dict[str, Any]:
-        """The averages as JSON-ready data, the programs with the most traces first.
-
-        Args:
-            service: Only the programs of this service (``service.name``), when given.
-
-        Returns:
-            ``{"programs": [...], "other_programs": K, "since": unix seconds}``; each program has
-            ``service``, ``program``, ``traces``, ``error_traces``, ``priced_traces`` and
-            ``traces_with_llm_phases`` (counts), and means per trace: ``duration_ms`` (``mean``,
-            ``p50``, ``p90``), ``critical_path_ms``, ``categories`` (``critical_path_ms``,
-            ``self_time_ms`` and ``critical_path_share`` per category), ``llm_calls``, ``tokens``,
-            ``cost_usd`` (over the priced traces; None without any) and
-            ``critical_path_llm_phases_ms`` (over the traces with phases; None without any), and
-            ``backend_load`` (None unless the inference servers' load was attached to LLM calls):
-            ``traces`` with a load, the mean over them of their calls' mean running requests
-            (``running_mean``), of the most waiting requests a call met (``waiting_max_mean``),
-            the most ever met (``waiting_max``), the highest KV-cache use, the mean prefix-cache
-            hit rate and the preemptions per trace.
-        """
-        # Copied under the lock, computed outside it: the writer waits only for the copies.
-        with self._lock:
-            copies = [
-                (key, program.copy()) for key, program in self._programs.items() if service is None or key[0] == service
-            ]
-            other_programs = self._other_programs
-        copies.sort(key=lambda item: (-item[1].traces, item[0]))
-        return {
-            "programs": [program.to_dict(*key) for key, program in copies],
-            "other_programs": other_programs,
-            "since": self.since,
-        }
+_SCALARS = tuple(name for name in ProgramSums.__slots__ if name not in _SEQUENCES)

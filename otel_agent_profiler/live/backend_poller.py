@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from ..adapters.prometheus_metrics import load_sample_from_text
-from ..core.backend_load import LoadHistory
+from .load_history import LoadHistory
 
 _logger = logging.getLogger(__name__)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..core.categories import CATEGORIES
 from ..core.context_window import context_window_use
+from ..core.findings.base import DEFAULT_CONTEXT_WINDOWS
 from ..core.profile import BackendLoad, SpanProfile, TraceProfile
 from ..core.units import NS_PER_MS
 from . import attributes as attr
@@ -17,8 +19,8 @@ _TOKEN_KEYS = tuple(
 )
 
 
-def span_attributes(span: SpanProfile) -> dict[str, Any]:
-    """The ``agent_profiler.*`` attributes of one profiled span."""
+def span_attributes(span: SpanProfile, context_windows: Mapping[str, int] = DEFAULT_CONTEXT_WINDOWS) -> dict[str, Any]:
+    """The ``agent_profiler.*`` attributes of one profiled span (``context_windows``: model -> tokens)."""
     values: dict[str, Any] = {
         attr.CATEGORY: span.category,
         attr.OPERATION: span.operation,
@@ -30,7 +32,7 @@ def span_attributes(span: SpanProfile) -> dict[str, Any]:
         values[attr.TIME_TO_FIRST_TOKEN_MS] = span.time_to_first_token_ns / NS_PER_MS
     if span.cost_usd is not None:
         values[attr.COST_USD] = span.cost_usd
-    window_use = context_window_use(span)
+    window_use = context_window_use(span, context_windows)
     if window_use is not None:
         values[attr.CONTEXT_WINDOW_USE] = window_use
     phases = span.llm_phases

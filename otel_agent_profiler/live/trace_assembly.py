@@ -84,7 +84,7 @@ class TraceState(Generic[SpanT]):
 
 
 @dataclass
-class Passthrough(Generic[SpanT]):
+class UnprofiledSpans(Generic[SpanT]):
     """Spans to export unprofiled, and why (one of the reasons above)."""
 
     reason: str
@@ -195,9 +195,9 @@ class TraceAssembly(Generic[SpanT]):
 
     # -- spans coming in -------------------------------------------------------------------
 
-    def span_started(self, trace_id: Hashable, span_id: int) -> list[Passthrough[SpanT]]:
+    def span_started(self, trace_id: Hashable, span_id: int) -> list[UnprofiledSpans[SpanT]]:
         """Note an open span. Returns spans pushed out to make room (usually none)."""
-        pushed_out: list[Passthrough[SpanT]] = []
+        pushed_out: list[UnprofiledSpans[SpanT]] = []
         with self._lock:
             state = self._in_flight.get(trace_id)
             if state is None:
@@ -225,10 +225,10 @@ class TraceAssembly(Generic[SpanT]):
 
     def span_ended(
         self, trace_id: Hashable, span_id: int | None, span: SpanT, is_local_root: bool, size: int = 0
-    ) -> tuple[list[Passthrough[SpanT]], bool]:
+    ) -> tuple[list[UnprofiledSpans[SpanT]], bool]:
         """Hold an ended span of estimated ``size`` bytes. Returns the spans to export unprofiled
         now (usually none) and whether a trace became ready to profile (``take_ready``)."""
-        passthrough: list[Passthrough[SpanT]] = []
+        unprofiled: list[UnprofiledSpans[SpanT]] = []
         with self._lock:
             state = self._in_flight.get(trace_id)
             if state is None:
@@ -240,27 +240,27 @@ class TraceAssembly(Generic[SpanT]):
                 if len(self._in_flight) + len(self._ready) >= self.max_traces:
                     if not self._evict_oldest:
                         return [self._refuse(TRACE_CAP, span, size)], False
-                    self._make_room(TRACE_CAP, passthrough)
+                    self._make_room(TRACE_CAP, unprofiled)
                 state = self._in_flight[trace_id] = TraceState(trace_id, self._clock())
             if span_id is not None and span_id in state.open_span_ids:
                 state.open_span_ids.discard(span_id)
                 self._held_bytes -= OPEN_SPAN_BYTES
             if len(state.spans) >= self.max_spans_per_trace:
                 if not self._release_trace:
-                    passthrough.append(self._refuse(SPAN_CAP, span, size))
-                    return passthrough, False
+                    unprofiled.append(self._refuse(SPAN_CAP, span, size))
+                    return unprofiled, False
                 del self._in_flight[trace_id]
                 self._release(trace_id, SPAN_CAP)
                 self._forget(state)
                 self.counts.over_span_cap += len(state.spans) + 1
-                passthrough.append(Passthrough(SPAN_CAP, [*state.spans, span], state.span_bytes + size))
-                return passthrough, False
+                unprofiled.append(UnprofiledSpans(SPAN_CAP, [*state.spans, span], state.span_bytes + size))
+                return unprofiled, False
             if self.max_bytes is not None and self._held_bytes + size > self.max_bytes:
-                self._shed_bytes(trace_id, passthrough, size)
+                self._shed_bytes(trace_id, unprofiled, size)
                 if trace_id not in self._in_flight:
                     # Its own trace had to go: this span follows it out.
-                    passthrough.append(self._refuse(MEMORY_CAP, span, size))
-                    return passthrough, False
+                    unprofiled.append(self._refuse(MEMORY_CAP, span, size))
+                    return unprofiled, False
             state.last_activity = self._clock()
             self._in_flight.move_to_end(trace_id)
             state.spans.append(span)
@@ -274,17 +274,17 @@ class TraceAssembly(Generic[SpanT]):
                 self._ready.append(state)
                 # From now on its spans are late, even before the trace is taken.
                 self._release(trace_id, _COMPLETE)
-                return passthrough, True
-            return passthrough, False
+                return unprofiled, True
+            return unprofiled, False
 
-    def add(self, trace_id: Hashable, span: SpanT) -> list[Passthrough[SpanT]]:
+    def add(self, trace_id: Hashable, span: SpanT) -> list[UnprofiledSpans[SpanT]]:
         """Hold a span that arrived ended and whose start was never seen (serve's road).
 
         Returns the spans to export unprofiled now: usually none; this one when it is refused.
         """
         return self.span_ended(trace_id, None, span, False)[0]
 
-    def _refuse(self, reason: str, span: SpanT, size: int = 0) -> Passthrough[SpanT]:
+    def _refuse(self, reason: str, span: SpanT, size: int = 0) -> UnprofiledSpans[SpanT]:
         if reason == LATE:
             self.counts.late += 1
         elif reason == TRACE_CAP:
@@ -293,7 +293,7 @@ class TraceAssembly(Generic[SpanT]):
             self.counts.over_memory_cap += 1
         else:
             self.counts.over_span_cap += 1
-        return Passthrough(reason, [span], size)
+        return UnprofiledSpans(reason, [span], size)
 
     def _forget(self, state: TraceState[SpanT]) -> None:
         """Take a trace let go of off the held totals."""
@@ -305,7 +305,7 @@ class TraceAssembly(Generic[SpanT]):
         if len(self._released) > self._max_released:
             self._released.popitem(last=False)
 
-    def _make_room(self, reason: str, pushed_out: list[Passthrough[SpanT]]) -> bool:
+    def _make_room(self, reason: str, pushed_out: list[UnprofiledSpans[SpanT]]) -> bool:
         """Push the oldest trace out, for ``reason``; False when nothing is held."""
         # The oldest data goes first: a trace waiting to be profiled is older than any in flight.
         if self._ready:
@@ -321,10 +321,10 @@ class TraceAssembly(Generic[SpanT]):
         else:
             self.counts.over_trace_cap += len(state.spans)
         if state.spans:
-            pushed_out.append(Passthrough(reason, state.spans, state.span_bytes))
+            pushed_out.append(UnprofiledSpans(reason, state.spans, state.span_bytes))
         return True
 
-    def _shed_bytes(self, trace_id: Hashable, pushed_out: list[Passthrough[SpanT]], incoming: int = 0) -> None:
+    def _shed_bytes(self, trace_id: Hashable, pushed_out: list[UnprofiledSpans[SpanT]], incoming: int = 0) -> None:
         """Push the oldest traces out until ``incoming`` more bytes fit; ``trace_id``'s goes last."""
         assert self.max_bytes is not None
         while self._held_bytes + incoming > self.max_bytes:

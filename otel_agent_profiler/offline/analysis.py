@@ -12,9 +12,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..core.findings import Finding, WhatIfProjection, find_all, what_ifs_together
+from ..errors import CannotAnalyse
 from ..report.cross_trace import MANY_TRACES
 from ..report.progress import Progress
-from .inputs import CannotAnalyse, OfflineInputs
+from .inputs import OfflineInputs
 from .loading import LoadedProfiles, cyclic_gc_paused, profile_read_files, read_trace_files
 from .on_disk import NOT_ON_DISK, ShardedAnalysis, held, on_disk
 from .options import AnalyzeOptions

@@ -17,11 +17,6 @@ if TYPE_CHECKING:
     from ..stores.http import HttpSettings
 
 
-class CannotAnalyse(Exception):
-    """Nothing can be analysed: a store or Prometheus could not be read, the copy of a store's traces not
-    written, or an option cannot be honoured; the message is the one line to print."""
-
-
 @dataclass(frozen=True)
 class StoreSource:
     """A trace store's search or traces by id, and how to talk to it."""

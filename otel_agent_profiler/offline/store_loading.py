@@ -13,8 +13,9 @@ from datetime import datetime, timezone
 import msgspec
 
 from ..adapters.files import TraceFile
+from ..errors import CannotAnalyse
 from ..report.progress import Progress, progress_enabled
-from .inputs import CannotAnalyse, OfflineInputs, PrometheusSource, StoreSource
+from .inputs import OfflineInputs, PrometheusSource, StoreSource
 from .loading import LoadedProfiles, LoadProgress, load_profiles, profile_trace_files
 
 _NS_PER_S = 10**9

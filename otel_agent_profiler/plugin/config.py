@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import math
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.analyze import Classifier
-from ..core.categories import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE, classify
 from ..core.pricing import PriceTable, parse_prices
-from ..core.records import AttributeValue
 from ..live.backend_poller import check_metrics_url
+from ..live.profile_options import CategoryOverrides, ProfileOptions, make_classifier, parse_category_overrides
 from . import environment_variables as env
 
 _logger = logging.getLogger(__name__)
-
-CategoryOverrides = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -45,23 +40,9 @@ class ProfilerConfig:
     def classifier(self) -> Classifier:
         return make_classifier(self.category_overrides)
 
-
-def make_classifier(overrides: CategoryOverrides) -> Classifier:
-    """A classifier that applies span-name patterns before the conventions."""
-    if not overrides:
-        return classify
-    matchers = [(re.compile(fnmatch.translate(pattern)).match, category) for pattern, category in overrides]
-
-    def classify_with_overrides(name: str, attributes: Mapping[str, AttributeValue]) -> str:
-        explicit = attributes.get(CATEGORY_OVERRIDE_ATTRIBUTE)
-        if isinstance(explicit, str) and explicit in CATEGORIES:
-            return explicit
-        for match, category in matchers:
-            if match(name):
-                return category
-        return classify(name, attributes)
-
-    return classify_with_overrides
+    def profile_options(self) -> ProfileOptions:
+        """The options of the live profiling step (``live/profiling.py``)."""
+        return ProfileOptions(self.classifier(), self.prices)
 
 
 # Parsers turn a value (from an argument or the environment) into the option's value, or raise
@@ -110,29 +91,6 @@ def _parse_rate(value: Any) -> float:
     return _number(value, lambda number: 0.0 <= number <= 1.0, "a fraction from 0 to 1")
 
 
-def _parse_overrides(value: Any) -> CategoryOverrides:
-    if isinstance(value, str):
-        pairs = []
-        for item in value.split(","):
-            if not item.strip():
-                continue
-            pattern, sep, category = item.rpartition("=")
-            if not sep or not pattern.strip():
-                raise ValueError(f"expected pattern=category items separated by commas, got {item.strip()!r}")
-            pairs.append((pattern.strip(), category.strip()))
-    elif isinstance(value, Mapping):
-        pairs = [(str(k), str(v)) for k, v in value.items()]
-    else:
-        try:
-            pairs = [(str(pattern), str(category)) for pattern, category in value]
-        except (TypeError, ValueError):
-            raise ValueError(f"expected a mapping of span-name patterns to categories, got {value!r}") from None
-    for pattern, category in pairs:
-        if category not in CATEGORIES:
-            raise ValueError(f"category {category!r} for {pattern!r} is not one of {', '.join(CATEGORIES)}")
-    return tuple(pairs)
-
-
 def _parse_metrics_urls(value: Any) -> tuple[str, ...]:
     items = value.split(",") if isinstance(value, str) else value
     try:
@@ -146,7 +104,7 @@ _OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "max_spans_per_trace": (env.OTEL_AGENT_PROFILER_MAX_SPANS_PER_TRACE, _parse_positive_int),
     "trace_timeout_s": (env.OTEL_AGENT_PROFILER_TRACE_TIMEOUT, _parse_positive_float),
     "sample_rate": (env.OTEL_AGENT_PROFILER_SAMPLE_RATE, _parse_rate),
-    "category_overrides": (env.OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES, _parse_overrides),
+    "category_overrides": (env.OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES, parse_category_overrides),
     "prices": (env.OTEL_AGENT_PROFILER_PRICES, parse_prices),
     "metrics_enabled": (env.OTEL_AGENT_PROFILER_METRICS, _parse_bool),
     "enrich_spans": (env.OTEL_AGENT_PROFILER_ENRICH_SPANS, _parse_bool),

@@ -32,23 +32,20 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from ..adapters.sdk_spans import records_from_spans
-from ..core.analyze import profile_trace
-from ..core.backend_load import attach_backend_load
 from ..core.profile import TraceProfile
-from ..core.records import SpanRecord
 from ..errors import report_internal_error
 from ..live.backend_poller import BackendPoller
-from ..live.enrichment import span_attributes, trace_attributes
 from ..live.profile_metrics import ProfileMetrics
+from ..live.profiling import ProfilingStep
 from ..live.trace_assembly import (
     ERROR,
     EVICT_OLDEST,
     FLUSH_TIMEOUT,
     LATE,
     RELEASE_TRACE,
-    Passthrough,
     TraceAssembly,
     TraceState,
+    UnprofiledSpans,
 )
 from ..report.console import write_console_report
 from .config import ProfilerConfig, resolve_config
@@ -106,7 +103,12 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         self._meter_provider = meter_provider
         self._metrics: ProfileMetrics | None = None
         self._metrics_on = self.config.metrics_enabled
-        self._classifier = self.config.classifier()
+        self._profiling = ProfilingStep(
+            self.config.profile_options(),
+            _report_profiling_error,
+            metrics=self._profile_metrics,
+            enrich=self.config.enrich_spans,
+        )
         self._sample_bound = round(self.config.sample_rate * _TRACE_ID_LIMIT)
         self._sample_all = self.config.sample_rate >= 1.0
         self._recent: deque[TraceProfile] = deque(maxlen=_RECENT_PROFILES)
@@ -122,6 +124,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self.backend_poller = BackendPoller(
                 self.config.backend_metrics, interval_s=self.config.backend_metrics_interval_s
             ).start()
+            self._profiling.backend_load = self.backend_poller.history
         self._init_runtime_state()
         if self.config.console_report:
             # The SDK shuts its provider down at exit; this covers providers that do not.
@@ -142,7 +145,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         )
         # Spans a cap pushed out, for the worker to export, with their estimated bytes. They count
         # against max_buffer_bytes with what is held; past it, on_end exports them itself.
-        self._pushed_out: deque[Passthrough[ReadableSpan]] = deque()
+        self._pushed_out: deque[UnprofiledSpans[ReadableSpan]] = deque()
         self._pushed_out_bytes = 0
         # Spans the exporting processors could not take (LOST_DOWNSTREAM_FULL), and when it was last logged.
         self._lost = 0
@@ -218,14 +221,14 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 return
             parent = span.parent
             is_local_root = parent is None or parent.is_remote
-            passthrough, ready = self._buffer.span_ended(
+            unprofiled, ready = self._buffer.span_ended(
                 context.trace_id, context.span_id, span, is_local_root, span_size(span)
             )
         except Exception:
             report_internal_error("on_end")
             self._export((span,))
             return
-        for group in passthrough:
+        for group in unprofiled:
             # A late span goes out at once, as it would without the profiler; what a cap pushed
             # out (a whole trace, or a later span of one, kept in order behind it) goes via the worker.
             if group.reason == LATE:
@@ -235,7 +238,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         if ready:
             self._wake_worker()
 
-    def _hand_to_worker(self, group: Passthrough[ReadableSpan]) -> None:
+    def _hand_to_worker(self, group: UnprofiledSpans[ReadableSpan]) -> None:
         """Have the worker export ``group`` (counted as ``group.reason`` unless that is empty)."""
         if not group.size:
             group.size = sum(map(span_size, group.spans))
@@ -306,32 +309,22 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             return
         try:
             records = records_from_spans(spans)
-            profile = profile_trace(records, self._classifier, self.config.prices)
         except Exception:
             report_internal_error("profiling")
-            self._export_unprofiled(Passthrough(ERROR, spans), give_up_at, paced=True)
+            self._export_unprofiled(UnprofiledSpans(ERROR, spans), give_up_at, paced=True)
             return
-        if self.backend_poller is not None:
-            try:
-                attach_backend_load(profile, self.backend_poller.history)
-            except Exception:
-                report_internal_error("backend load")
-        exported: Sequence[ReadableSpan] = spans
-        if self.config.enrich_spans:
-            try:
-                exported = self._enriched(spans, records, profile, complete)
-            except Exception:
-                report_internal_error("enrichment")
+        # Profiled, enriched and its metrics recorded before the export, so whoever sees the spans
+        # exported sees their metrics. A failed analysis was counted by the step.
+        profiled = self._profiling.profile(records, complete=complete, outcome=outcome)
+        profile = profiled.profile
+        if profile is None:
+            self._export_paced(spans, give_up_at)
+            return
         self._profiled_traces += 1
-        metrics = self._profile_metrics()
-        if metrics is not None:
-            # Recorded before the export, so whoever sees the spans exported sees their metrics.
-            try:
-                metrics.record(profile)
-                metrics.count_spans("profiled", len(spans))
-                metrics.count_trace(outcome)
-            except Exception:
-                report_internal_error("metrics")
+        exported = [
+            span if extra is None else EnrichedSpan.of(span, extra)
+            for span, extra in zip(spans, profiled.attributes, strict=True)
+        ]
         self._export_paced(exported, give_up_at)
         try:
             if not self.config.console_report:
@@ -355,27 +348,6 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         new = total - self._sampled_out_reported
         self._sampled_out_reported = total
         return new
-
-    @staticmethod
-    def _enriched(
-        spans: Sequence[ReadableSpan], records: Sequence[SpanRecord], profile: TraceProfile, complete: bool
-    ) -> list[ReadableSpan]:
-        # records[i] was made from spans[i]; each profiled span keeps its record, so the record's
-        # identity finds a span's profile without formatting its id again.
-        by_record = {id(span.record): span for span in profile.spans}
-        roots = {id(root.record) for root in profile.roots}
-        totals = trace_attributes(profile, complete=complete)
-        enriched: list[ReadableSpan] = []
-        for span, record in zip(spans, records, strict=True):
-            profiled = by_record.get(id(record))
-            if profiled is None:
-                enriched.append(span)
-                continue
-            extra = span_attributes(profiled)
-            if id(record) in roots:
-                extra.update(totals)
-            enriched.append(EnrichedSpan.of(span, extra))
-        return enriched
 
     def _profile_metrics(self) -> ProfileMetrics | None:
         if not self._metrics_on:
@@ -411,7 +383,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         exporting processors have room for them, else through the worker, which waits for room."""
         handed = self._out.hand(spans)
         if handed < len(spans):
-            self._hand_to_worker(Passthrough("", list(spans[handed:])))
+            self._hand_to_worker(UnprofiledSpans("", list(spans[handed:])))
 
     def _export_paced(self, spans: Sequence[ReadableSpan], give_up_at: float | None = None) -> None:
         """Hand spans over as the exporting processors can take them (the worker, flush, shutdown)."""
@@ -425,7 +397,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._count(LOST_DOWNSTREAM_FULL, lost)
 
     def _export_unprofiled(
-        self, group: Passthrough[ReadableSpan], give_up_at: float | None = None, *, paced: bool = False
+        self, group: UnprofiledSpans[ReadableSpan], give_up_at: float | None = None, *, paced: bool = False
     ) -> None:
         if group.reason:
             self._count(group.reason, len(group.spans))
@@ -486,7 +458,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 try:
                     if time.monotonic() >= deadline:
                         on_time = False
-                        self._export_unprofiled(Passthrough(FLUSH_TIMEOUT, state.spans), deadline, paced=True)
+                        self._export_unprofiled(UnprofiledSpans(FLUSH_TIMEOUT, state.spans), deadline, paced=True)
                     else:
                         self._profile_and_export(state, complete, outcome, deadline)
                 except Exception:
@@ -542,6 +514,11 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             write_console_report(sys.stderr, list(self._recent), self._profiled_traces)
         except Exception:
             report_internal_error("console report")
+
+
+def _report_profiling_error(where: str, trace_id: str) -> None:
+    # Inside the application a failure is logged once per stage, whatever the trace.
+    report_internal_error(where)
 
 
 def _shutdown_at_exit(ref: weakref.ref[AgentProfilerSpanProcessor]) -> None:

@@ -38,7 +38,7 @@ from ..live.backend_poller import BackendPoller
 from ..live.profile_metrics import ProfileMetrics
 from .forwarder import Forwarder, grpc_target, http_signal_url, make_exporter
 from .http_receiver import HttpEndpoints, HttpReceiver, ServiceLoop
-from .passthrough import PassThrough
+from .passthrough import SignalRelay
 from .pipeline import Pipeline, PipelineConfig
 from .receivers import BearerToken, GrpcReceiver, Receive
 from .self_metrics import register_service_metrics
@@ -140,8 +140,8 @@ class ProfilingService:
             backend_load=self.backend_poller.history if self.backend_poller is not None else None,
         )
         pipeline = self.pipeline
-        self.passthroughs = {
-            signal.name: PassThrough(
+        self.relays = {
+            signal.name: SignalRelay(
                 signal,
                 self._forwarder(signal) if config.upstream else None,
                 max_pending_items=config.pipeline.max_pending_spans,
@@ -150,8 +150,8 @@ class ProfilingService:
             )
             for signal in (METRICS, LOGS)
         }
-        passthroughs = list(self.passthroughs.values())
-        pipeline.other_held_bytes = lambda: sum(passthrough.held_bytes for passthrough in passthroughs)
+        relays = list(self.relays.values())
+        pipeline.other_held_bytes = lambda: sum(relay.held_bytes for relay in relays)
         if self._meter_provider is not None:
             meter = self._meter_provider.get_meter("otel_agent_profiler.serve", __version__)
             register_service_metrics(meter, self.health)
@@ -179,23 +179,23 @@ class ProfilingService:
             return pipeline.receive(request)  # type: ignore[arg-type]
 
         receivers: dict[str, tuple[Signal, Receive]] = {TRACES.http_path: (TRACES, traces)}
-        for passthrough in self.passthroughs.values():
-            receivers[passthrough.signal.http_path] = (passthrough.signal, passthrough.receive)
+        for relay in self.relays.values():
+            receivers[relay.signal.http_path] = (relay.signal, relay.receive)
         return receivers
 
     def health(self) -> dict[str, Any]:
         """``GET /health``: the pipeline's status and span counts, and the metrics and logs passed through."""
         document = self.pipeline.health()
-        document["signals"] = {name: passthrough.counts() for name, passthrough in self.passthroughs.items()}
+        document["signals"] = {name: relay.counts() for name, relay in self.relays.items()}
         return document
 
     def not_ready(self) -> str | None:
         """Why requests would be pushed back now (``GET /health/ready`` answers 503), or None."""
         reason = self.pipeline.not_ready()
         if reason is None:
-            for passthrough in self.passthroughs.values():
-                if passthrough.overloaded():
-                    return f"{passthrough.signal.name} held at a limit"
+            for relay in self.relays.values():
+                if relay.overloaded():
+                    return f"{relay.signal.name} held at a limit"
         return reason
 
     def start(self) -> ProfilingService:
@@ -244,13 +244,13 @@ class ProfilingService:
         if self._loop is not None:
             self._loop.close()
             self._loop = None
-        for passthrough in self.passthroughs.values():
-            passthrough.stop_receiving()
+        for relay in self.relays.values():
+            relay.stop_receiving()
         # Polled until the last traces are profiled: their last calls' counters need a sample after them.
         self.pipeline.stop()
         if self.backend_poller is not None:
             self.backend_poller.stop()
-        forwarders = [self.pipeline.forwarder] + [p.forwarder for p in self.passthroughs.values()]
+        forwarders = [self.pipeline.forwarder] + [p.forwarder for p in self.relays.values()]
         closers = [
             threading.Thread(
                 target=forwarder.close,
@@ -351,13 +351,13 @@ def run(config: ServeConfig, ready: threading.Event | None = None) -> int:
             counts = service.pipeline.health()["counts"]
             level, line = stop_report(config, counts)
             logger.log(level, "otel-agent-profiler serve stopped: %s; %s", line, counts)
-            for passthrough in service.passthroughs.values():
-                signal_counts = passthrough.counts()
+            for relay in service.relays.values():
+                signal_counts = relay.counts()
                 if signal_counts["received"]:
                     logger.log(
                         logging.WARNING if signal_counts["failed"] else logging.INFO,
                         "%s passed through: %s",
-                        passthrough.signal.name,
+                        relay.signal.name,
                         signal_counts,
                     )
     finally:

@@ -9,7 +9,7 @@ for ``read_timeout_s``: 408. Malformed requests are logged without their payload
 ``GET /health`` (counts), ``/health/live`` (200 while the process serves), ``/health/ready`` (200,
 or 503 with ``Retry-After`` while requests would be pushed back: the forward queue full, a memory
 limit reached, or stopping), ``/profiles`` and ``/profiles/{trace_id}``, and ``/programs`` (the
-profiles averaged per agent program, ``core.programs``; ``?service=NAME`` keeps one service's;
+profiles averaged per agent program, ``live.program_averages``; ``?service=NAME`` keeps one service's;
 computed on a helper thread, not the event loop). The three health paths never need the bearer
 token (they are what orchestrators probe); every other request does when one is set (401 with
 ``WWW-Authenticate: Bearer`` otherwise; compared in constant time, never logged).

@@ -20,7 +20,7 @@ from .forwarder import Forwarder
 from .signals import Signal
 
 
-class PassThrough:
+class SignalRelay:
     """One signal's way to the upstream: admission against the limits, the forwarder, the counts."""
 
     def __init__(

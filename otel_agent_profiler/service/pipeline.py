@@ -21,20 +21,22 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ..core import profile_trace, trace_to_dict
-from ..core.backend_load import LoadHistory, attach_backend_load
+from ..core import trace_to_dict
 from ..core.categories import CATEGORIES
 from ..core.profile import TraceProfile
-from ..core.programs import ProgramAverages
 from ..core.records import SpanRecord
 from ..core.units import NS_PER_MS
 from ..errors import InternalErrorLog, Overloaded
+from ..live.load_history import LoadHistory
 from ..live.profile_metrics import ProfileMetrics
+from ..live.profile_options import ProfileOptions
+from ..live.profiling import CONSEQUENCES, ProfilingStep
+from ..live.program_averages import ProgramAverages
 from ..live.trace_assembly import ERROR, REFUSE_NEW, REFUSE_SPAN, TraceAssembly, TraceState
 from .forwarder import Forwarder
 from .spans import HeldSpan, Origin, build_request, enrich, held_spans_of
@@ -42,18 +44,12 @@ from .spans import HeldSpan, Origin, build_request, enrich, held_spans_of
 logger = logging.getLogger(__name__)
 
 # The service keeps running past its own bugs; each one is logged, not just the first.
-_PROFILING_ERRORS = InternalErrorLog(
-    logger, "profiling trace %s failed; its spans are forwarded unprofiled", repeat_level=logging.ERROR
-)
-_METRICS_ERRORS = InternalErrorLog(logger, "recording the profile metrics failed", repeat_level=logging.ERROR)
-_BACKEND_LOAD_ERRORS = InternalErrorLog(
-    logger,
-    "attaching the inference servers' load failed; the calls are profiled without it",
-    repeat_level=logging.ERROR,
-)
-_PROGRAMS_ERRORS = InternalErrorLog(
-    logger, "adding a profile to the per-program averages failed", repeat_level=logging.ERROR
-)
+_PROFILING_ERRORS = InternalErrorLog(logger, "%s failed for trace %s; %s", repeat_level=logging.ERROR)
+
+
+def _report_profiling_error(where: str, trace_id: str) -> None:
+    _PROFILING_ERRORS.report(f"serve {where}", where, trace_id, CONSEQUENCES[where])
+
 
 #: How many released trace ids are remembered to recognise late spans.
 REMEMBERED_TRACES = 100_000
@@ -74,6 +70,8 @@ class PipelineConfig:
     max_held_bytes: int = 256 * 1024 * 1024
     #: Profiles kept for ``/profiles``.
     recent_profiles: int = 1000
+    #: Categories, prices and context windows of the profiles (``--category-overrides``, ``--prices``).
+    profile_options: ProfileOptions = field(default_factory=ProfileOptions)
 
 
 @dataclass
@@ -122,6 +120,13 @@ class Pipeline:
         #: Every profiled trace, averaged per program (``GET /programs``); it has its own lock, so
         #: reading it never holds up receiving.
         self.programs = ProgramAverages()
+        self._profiling = ProfilingStep(
+            config.profile_options,
+            _report_profiling_error,
+            metrics=lambda: self.metrics,
+            backend_load=backend_load,
+            programs=self.programs,
+        )
         self.counts = Counts()
         # Accepted spans not yet delivered or failed, and their estimated bytes (see the module docstring).
         self._held_spans = 0
@@ -172,7 +177,7 @@ class Pipeline:
         held = held_spans_of(request, problems, request.ByteSize())
         if problems:
             logger.warning("%d unusable spans forwarded unprofiled, first: %s", len(problems), problems[0])
-        passthrough: list[HeldSpan] = []
+        unprofiled: list[HeldSpan] = []
         outcomes: dict[str, int] = {}
         with self._lock:
             if self._stopping or self._limit_reached() is not None:
@@ -184,15 +189,15 @@ class Pipeline:
                 trace_id = item.trace_id
                 if trace_id is None:
                     self.counts.invalid += 1
-                    passthrough.append(item)
+                    unprofiled.append(item)
                     outcomes[ERROR] = outcomes.get(ERROR, 0) + 1
                     continue
                 for group in self._assembler.add(trace_id, item):
-                    passthrough.extend(group.spans)
+                    unprofiled.extend(group.spans)
                     outcomes[group.reason] = outcomes.get(group.reason, 0) + len(group.spans)
             self._lock.notify_all()
-        if passthrough:
-            self._forward([(item.origin, item.span) for item in passthrough], sum(item.size for item in passthrough))
+        if unprofiled:
+            self._forward([(item.origin, item.span) for item in unprofiled], sum(item.size for item in unprofiled))
         if self.metrics is not None:
             for outcome, count in outcomes.items():
                 self.metrics.count_spans(outcome, count)
@@ -239,46 +244,30 @@ class Pipeline:
                 batch, batch_bytes = [], 0
         self._forward(batch, batch_bytes)
 
-    def _attach_load(self, profile: TraceProfile) -> None:
-        # As in the in-process profiler: a failure here costs the calls their load, not the trace its profile.
-        if self.backend_load is None:
-            return
-        try:
-            attach_backend_load(profile, self.backend_load)
-        except Exception:
-            _BACKEND_LOAD_ERRORS.report("serve backend load")
-
     def _profile(self, pending: TraceState[HeldSpan], *, complete: bool) -> list[tuple[Origin, Any]]:
         """Profile one trace; returns its spans to forward (enriched, or as received if profiling failed)."""
+        held = pending.spans
         try:
-            records: list[SpanRecord] = [record for item in pending.spans if (record := item.record) is not None]
-            profile = profile_trace(records)
-            self._attach_load(profile)
-            out = enrich(pending.spans, profile, complete=complete)
+            records: list[SpanRecord] = [record for item in held if (record := item.record) is not None]
         except Exception:
-            _PROFILING_ERRORS.report("serve profiling", pending.trace_id)
+            _report_profiling_error("profiling", str(pending.trace_id))
             if self.metrics is not None:
-                self.metrics.count_spans(ERROR, len(pending.spans))
-            return [(item.origin, item.span) for item in pending.spans]
+                self.metrics.count_spans(ERROR, len(held))
+            return [(item.origin, item.span) for item in held]
+        profiled = self._profiling.profile(records, complete=complete, outcome="complete" if complete else "flushed")
+        profile = profiled.profile
+        if profile is None:
+            return [(item.origin, item.span) for item in held]
         with self._lock:
-            self.counts.profiled += len(pending.spans)
+            self.counts.profiled += len(held)
             self.counts.traces += 1
             self._profiles[profile.trace_id] = profile
             self._profiles.move_to_end(profile.trace_id)
             while len(self._profiles) > self.config.recent_profiles:
                 self._profiles.popitem(last=False)
-        try:
-            self.programs.add(profile)
-        except Exception:
-            _PROGRAMS_ERRORS.report("serve programs")
-        if self.metrics is not None:
-            try:
-                self.metrics.record(profile)
-                self.metrics.count_spans("profiled", len(pending.spans))
-                self.metrics.count_trace("complete" if complete else "flushed")
-            except Exception:
-                _METRICS_ERRORS.report("serve metrics")
-        return out
+        # The step's attributes are the records', in order; a span without a record goes as received.
+        by_record = iter(profiled.attributes)
+        return enrich(held, [next(by_record) if item.record is not None else None for item in held])
 
     def _forward(self, spans: list[tuple[Origin, Any]], size_bytes: int) -> None:
         if not spans:

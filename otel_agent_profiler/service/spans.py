@@ -2,9 +2,9 @@
 
 A received span keeps the resource and scope it came with (``Origin``): when spans leave, those
 of one origin are put back under one ``ResourceSpans``/``ScopeSpans``. Enrichment adds the
-``agent_profiler.*`` attributes (the values of ``enrichment.span_attributes`` and
-``enrichment.trace_attributes``) to a *copy* of each protobuf span; an attribute the span already
-has keeps its value, and the received span is never changed.
+``agent_profiler.*`` attributes (those ``live.profiling`` computed for the span) to a *copy* of
+each protobuf span; an attribute the span already has keeps its value, and the received span is
+never changed.
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from ..adapters.otlp_proto import check_span, record_of, resource_attributes, set_any_value
-from ..core.profile import TraceProfile
 from ..core.records import AttributeValue, SpanRecord
 from ..errors import SpanDataError
-from ..live.enrichment import span_attributes, trace_attributes
 
 
 class Origin:
@@ -109,22 +107,13 @@ def with_attributes(span: Span, extra: Mapping[str, Any]) -> Span:
     return copy
 
 
-def enrich(held: Iterable[HeldSpan], profile: TraceProfile, *, complete: bool) -> list[tuple[Origin, Span]]:
-    """The spans of one profiled trace with their ``agent_profiler.*`` attributes added."""
-    by_id = {span.span_id: span for span in profile.spans}
-    root_ids = {root.span_id for root in profile.roots}
-    totals = trace_attributes(profile, complete=complete)
-    out: list[tuple[Origin, Span]] = []
-    for item in held:
-        profiled = by_id.get(item.record.span_id) if item.record is not None else None
-        if profiled is None:
-            out.append((item.origin, item.span))
-            continue
-        extra = span_attributes(profiled)
-        if profiled.span_id in root_ids:
-            extra.update(totals)
-        out.append((item.origin, with_attributes(item.span, extra)))
-    return out
+def enrich(held: Iterable[HeldSpan], attributes: Iterable[Mapping[str, Any] | None]) -> list[tuple[Origin, Span]]:
+    """The spans of one profiled trace, each with its ``agent_profiler.*`` attributes added (those
+    the live profiling step computed, in the same order; None leaves a span as received)."""
+    return [
+        (item.origin, item.span if extra is None else with_attributes(item.span, extra))
+        for item, extra in zip(held, attributes, strict=True)
+    ]
 
 
 def build_request(spans: Iterable[tuple[Origin, Span]]) -> ExportTraceServiceRequest:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..adapters.prometheus_metrics import LOAD_METRICS, MAX, LoadMetric
-from ..core.backend_load import DEFAULT_MAX_GAP_NS, LoadHistory, attach_backend_load
+from ..core.backend_load import DEFAULT_MAX_GAP_NS, LoadSamples, attach_backend_load
 from ..core.categories import LLM
 from ..core.profile import LoadSample, TraceProfile
 from ..errors import StoreError
@@ -148,7 +148,7 @@ def fetch_load_history(
     matchers: str = "",
     settings: HttpSettings | None = None,
     progress: FetchProgress | None = None,
-) -> LoadHistory:
+) -> LoadSamples:
     """The load samples Prometheus at ``url`` holds for ``windows``, one source per server.
 
     ``matchers`` (see :func:`label_matchers`) narrow every query. A server with no series is
@@ -194,11 +194,14 @@ def fetch_load_history(
                     values[time_ns] = max(previous, value) if metric.aggregation == MAX else previous + value
     points = sum(window.points for window in windows)
     longest_step_ns = max((window.step_s for window in windows), default=1) * _NS_PER_S
-    history = LoadHistory(max_samples=points + 1, max_gap_ns=max(DEFAULT_MAX_GAP_NS, round(2.5 * longest_step_ns)))
+    # _samples gives a server's samples sorted by time, one per time; the last points + 1 are kept,
+    # and a server without any is left out.
+    by_source: dict[str, tuple[LoadSample, ...]] = {}
     for source, server in servers.items():
-        for sample in _samples(source, server):
-            history.add(sample)
-    return history
+        samples = _samples(source, server)
+        if samples:
+            by_source[source] = tuple(samples[-(points + 1) :])
+    return LoadSamples(by_source, max_gap_ns=max(DEFAULT_MAX_GAP_NS, round(2.5 * longest_step_ns)))
 
 
 def _matrix(http: StoreHttp, answer: Any) -> list[Any]:

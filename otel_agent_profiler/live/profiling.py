@@ -1,0 +1,164 @@
+"""The live profiling step: one trace's records in; its profile, the attributes each span gets and
+the profile metrics out.
+
+The plugin and ``serve`` differ in how spans arrive, when a trace is complete and how spans leave
+(an SDK span's enriched copy, a protobuf span's); what a trace's profile is, which
+``agent_profiler.*`` attributes its spans carry and which metrics it records are decided here,
+once, so that the same spans give the same attributes and metrics through either.
+
+Each stage after the analysis can fail alone and costs only what it adds: the calls their
+servers' load, the spans their attributes, the trace its place in the averages or its metrics.
+A failed analysis costs the trace its profile: its spans go out as they came, counted
+``unprofiled_error``. Every failure goes through one guard (``_failed``) to the caller's report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.analyze import profile_trace
+from ..core.backend_load import attach_backend_load
+from ..core.profile import TraceProfile
+from ..core.records import SpanRecord
+from .enrichment import span_attributes, trace_attributes
+from .load_history import LoadHistory
+from .profile_metrics import ProfileMetrics
+from .profile_options import ProfileOptions
+from .program_averages import ProgramAverages
+from .trace_assembly import ERROR
+
+#: What each stage's failure costs, for the log line (the keys are the ``where`` of a report).
+CONSEQUENCES = {
+    "profiling": "its spans go out unprofiled",
+    "backend load": "its LLM calls are profiled without the inference servers' load",
+    "enrichment": "its spans go out without the agent_profiler.* attributes",
+    "programs": "it is left out of the per-program averages",
+    "metrics": "its profile metrics are not recorded",
+}
+
+#: Called from an ``except`` block with where it failed (a key of ``CONSEQUENCES``) and the trace id.
+ErrorReport = Callable[[str, str], None]
+
+
+@dataclass
+class ProfiledTrace:
+    """What the step made of one trace.
+
+    Attributes:
+        profile: the trace's profile; None when the analysis failed.
+        attributes: for each record given, in order, the attributes its span gets; None leaves
+            the span as it came (not profiled, enrichment off, or enrichment failed).
+    """
+
+    profile: TraceProfile | None
+    attributes: list[dict[str, Any] | None]
+
+
+class ProfilingStep:
+    """Profile a trace, attach its calls' server load, compute its span attributes, add it to the
+    program averages and record its metrics.
+
+    Args:
+        options: categories, prices and context windows.
+        report_error: how the caller logs a failure (each part has its own logging policy).
+        metrics: gives the profile metrics, or None when there are none (the plugin makes them
+            on first use); called once per trace.
+        backend_load: the inference servers' recent samples, when they are polled.
+        programs: the per-program averages to add each profile to, if any.
+        enrich: whether to compute the span attributes.
+    """
+
+    def __init__(
+        self,
+        options: ProfileOptions,
+        report_error: ErrorReport,
+        *,
+        metrics: Callable[[], ProfileMetrics | None] = lambda: None,
+        backend_load: LoadHistory | None = None,
+        programs: ProgramAverages | None = None,
+        enrich: bool = True,
+    ) -> None:
+        self.options = options
+        self._report_error = report_error
+        self._metrics = metrics
+        self.backend_load = backend_load
+        self.programs = programs
+        self.enrich = enrich
+
+    def profile(self, records: Sequence[SpanRecord], *, complete: bool, outcome: str) -> ProfiledTrace:
+        """Run the step on the records of one trace (at least one).
+
+        ``complete`` says whether the trace ended (``agent_profiler.trace.complete``); ``outcome``
+        is what the trace is counted as in ``agent_profiler.traces``. Never raises (unless the
+        caller's ``report_error`` does).
+        """
+        trace_id = records[0].trace_id if records else ""
+        options = self.options
+        try:
+            profile = profile_trace(list(records), options.classifier, options.prices)
+        except Exception:
+            self._failed("profiling", trace_id)
+            self._count_unprofiled(len(records))
+            return ProfiledTrace(None, [None] * len(records))
+        if self.backend_load is not None:
+            try:
+                attach_backend_load(profile, self.backend_load)
+            except Exception:
+                self._failed("backend load", trace_id)
+        attributes: list[dict[str, Any] | None] = [None] * len(records)
+        if self.enrich:
+            try:
+                attributes = self._attributes(records, profile, complete)
+            except Exception:
+                self._failed("enrichment", trace_id)
+                attributes = [None] * len(records)
+        if self.programs is not None:
+            try:
+                self.programs.add(profile)
+            except Exception:
+                self._failed("programs", trace_id)
+        try:
+            metrics = self._metrics()
+            if metrics is not None:
+                metrics.record(profile)
+                metrics.count_spans("profiled", len(records))
+                metrics.count_trace(outcome)
+        except Exception:
+            self._failed("metrics", trace_id)
+        return ProfiledTrace(profile, attributes)
+
+    def _attributes(
+        self, records: Sequence[SpanRecord], profile: TraceProfile, complete: bool
+    ) -> list[dict[str, Any] | None]:
+        # Each profiled span keeps its record, so the record's identity finds a span's profile
+        # without formatting its id again, and two spans that share an id keep their own.
+        by_record = {id(span.record): span for span in profile.spans}
+        roots = {id(root.record) for root in profile.roots}
+        totals = trace_attributes(profile, complete=complete)
+        windows = self.options.context_windows
+        attributes: list[dict[str, Any] | None] = []
+        for record in records:
+            profiled = by_record.get(id(record))
+            if profiled is None:
+                attributes.append(None)
+                continue
+            extra = span_attributes(profiled, windows)
+            if id(record) in roots:
+                extra.update(totals)
+            attributes.append(extra)
+        return attributes
+
+    def _count_unprofiled(self, spans: int) -> None:
+        try:
+            metrics = self._metrics()
+            if metrics is not None:
+                metrics.count_spans(ERROR, spans)
+        except Exception:
+            self._failed("metrics", "")
+
+    def _failed(self, where: str, trace_id: str) -> None:
+        # The one guard: called from an except block; the caller's report logs (or, under the
+        # test suite, re-raises) the error being handled.
+        self._report_error(where, trace_id)
