@@ -1,0 +1,18 @@
+"""The JSON-ready form of a value object whose JSON is its fields: each by name, in declaration order.
+
+Written once here rather than as a dict literal per class, a field added to such a class cannot be
+left out of its JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+
+def field_values(record: DataclassInstance) -> dict[str, Any]:
+    """``record``'s fields by name, in declaration order, the values as they are (not copied, not converted)."""
+    return {field.name: getattr(record, field.name) for field in dataclasses.fields(record)}
