@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .categories import LLM
+from .field_values import field_values
 from .models import model_family
 from .profile import BackendLoad, LoadSample, SpanProfile, TraceProfile
 from .records import AttributeValue, non_negative_number
@@ -249,14 +250,7 @@ class LoadSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (``backend_load`` of a trace in ``--format json``)."""
-        return {
-            "calls": self.calls,
-            "running_mean": self.running_mean,
-            "waiting_max": self.waiting_max,
-            "kv_cache_usage_max": self.kv_cache_usage_max,
-            "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
-            "preemptions": self.preemptions,
-        }
+        return field_values(self)
 
 
 def summarize_loads(spans: Iterable[SpanProfile]) -> LoadSummary | None:
