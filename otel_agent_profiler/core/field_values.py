@@ -7,10 +7,13 @@ left out of its JSON.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar, Protocol
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
+
+class DataclassInstance(Protocol):
+    """Any dataclass instance (typeshed's own protocol, which the core may not import)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
 
 
 def field_values(record: DataclassInstance) -> dict[str, Any]:
