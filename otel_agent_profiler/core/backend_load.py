@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .categories import LLM
+from .field_values import field_values
 from .models import model_family
 from .profile import BackendLoad, LoadSample, SpanProfile, TraceProfile
 from .records import AttributeValue, non_negative_number
@@ -114,8 +115,38 @@ class LoadSource(Protocol):
     def samples_between(self, start_ns: int, end_ns: int, sources: Iterable[str]) -> list[LoadSample]: ...
 
 
+class ReadsLoad:
+    """A ``LoadSource`` made of the servers' histories: what a call met and what a trace's track shows
+    are read the same way from ``LoadSamples`` and from the live ``LoadHistory``."""
+
+    max_gap_ns: int
+
+    def histories(self) -> list[Sequence[LoadSample]]:
+        """Every server's samples, oldest first (a copy of the list when the histories can grow)."""
+        raise NotImplementedError
+
+    def samples(self, source: str) -> list[LoadSample]:
+        """A copy of one server's samples, oldest first."""
+        raise NotImplementedError
+
+    def load_during(self, start_ns: int, end_ns: int, model: str | None = None) -> BackendLoad | None:
+        """What a call from ``start_ns`` to ``end_ns`` met, on the server that serves ``model``
+        (see ``serving_history``)."""
+        history = serving_history(self.histories(), model)
+        if history is None:
+            return None
+        return load_during(list(history), start_ns, end_ns, max_gap_ns=self.max_gap_ns)
+
+    def samples_between(self, start_ns: int, end_ns: int, sources: Iterable[str]) -> list[LoadSample]:
+        """The samples of ``sources`` from ``start_ns`` to ``end_ns``, with one either side (a track's edges)."""
+        found: list[LoadSample] = []
+        for source in sources:
+            found += samples_between(self.samples(source), start_ns, end_ns)
+        return found
+
+
 @dataclass(frozen=True)
-class LoadSamples:
+class LoadSamples(ReadsLoad):
     """The samples of each server over a span of time, fixed once made (read from a recording or
     copied from a live history).
 
@@ -135,20 +166,9 @@ class LoadSamples:
         """A copy of one server's samples, oldest first."""
         return list(self.by_source.get(source, ()))
 
-    def load_during(self, start_ns: int, end_ns: int, model: str | None = None) -> BackendLoad | None:
-        """What a call from ``start_ns`` to ``end_ns`` met, on the server that serves ``model``
-        (see ``serving_history``)."""
-        history = serving_history(list(self.by_source.values()), model)
-        if history is None:
-            return None
-        return load_during(list(history), start_ns, end_ns, max_gap_ns=self.max_gap_ns)
-
-    def samples_between(self, start_ns: int, end_ns: int, sources: Iterable[str]) -> list[LoadSample]:
-        """The samples of ``sources`` from ``start_ns`` to ``end_ns``, with one either side (a track's edges)."""
-        found: list[LoadSample] = []
-        for source in sources:
-            found += samples_between(self.samples(source), start_ns, end_ns)
-        return found
+    def histories(self) -> list[Sequence[LoadSample]]:
+        """Every server's samples, oldest first."""
+        return list(self.by_source.values())
 
 
 def serving_history(histories: Sequence[Sequence[LoadSample]], model: str | None) -> Sequence[LoadSample] | None:
@@ -249,14 +269,7 @@ class LoadSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (``backend_load`` of a trace in ``--format json``)."""
-        return {
-            "calls": self.calls,
-            "running_mean": self.running_mean,
-            "waiting_max": self.waiting_max,
-            "kv_cache_usage_max": self.kv_cache_usage_max,
-            "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
-            "preemptions": self.preemptions,
-        }
+        return field_values(self)
 
 
 def summarize_loads(spans: Iterable[SpanProfile]) -> LoadSummary | None:

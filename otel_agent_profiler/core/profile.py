@@ -15,6 +15,7 @@ from typing import Any
 
 from .categories import CATEGORIES
 from .fast_pickle import pickled_by_fields
+from .field_values import field_values
 from .genai import TokenUsage
 from .records import SpanRecord
 
@@ -328,14 +329,4 @@ class BackendLoad:
 
     def to_dict(self) -> dict[str, Any]:
         """The load as JSON-ready data (``backend_load`` of an LLM span in ``--format json``)."""
-        return {
-            "source": self.source,
-            "samples": self.samples,
-            "running_mean": self.running_mean,
-            "running_max": self.running_max,
-            "waiting_mean": self.waiting_mean,
-            "waiting_max": self.waiting_max,
-            "kv_cache_usage_max": self.kv_cache_usage_max,
-            "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
-            "preemptions": self.preemptions,
-        }
+        return field_values(self)

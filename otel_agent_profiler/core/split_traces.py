@@ -21,6 +21,7 @@ from typing import Protocol
 
 from .categories import LLM
 from .fast_pickle import pickled_by_fields
+from .field_values import field_values
 from .genai import TokenUsage
 from .models import model_family
 from .profile import TraceProfile
@@ -44,15 +45,8 @@ class SplitLLMCall:
     cost_usd: float | None
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "trace_id": self.trace_id,
-            "span_id": self.span_id,
-            "agent_trace_id": self.agent_trace_id,
-            "agent_span_id": self.agent_span_id,
-            "model": self.model,
-            "tokens": self.tokens.to_dict(),
-            "cost_usd": self.cost_usd,
-        }
+        # The tokens replace their own field in place: the keys keep the fields' order.
+        return {**field_values(self), "tokens": self.tokens.to_dict()}
 
 
 @pickled_by_fields

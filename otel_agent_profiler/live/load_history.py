@@ -9,21 +9,15 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..core.backend_load import (
-    DEFAULT_MAX_GAP_NS,
-    DEFAULT_MAX_SAMPLES,
-    load_during,
-    samples_between,
-    serving_history,
-)
-from ..core.profile import BackendLoad, LoadSample
+from ..core.backend_load import DEFAULT_MAX_GAP_NS, DEFAULT_MAX_SAMPLES, ReadsLoad
+from ..core.profile import LoadSample
 
 
 @dataclass
-class LoadHistory:
+class LoadHistory(ReadsLoad):
     """The recent samples of every polled server, bounded, safe to add to from a polling thread.
 
     Args:
@@ -56,19 +50,7 @@ class LoadHistory:
         with self._lock:
             return list(self._by_source.get(source, ()))
 
-    def load_during(self, start_ns: int, end_ns: int, model: str | None = None) -> BackendLoad | None:
-        """What a call from ``start_ns`` to ``end_ns`` met, on the server that serves ``model``
-        (see ``core.backend_load.serving_history``)."""
+    def histories(self) -> list[Sequence[LoadSample]]:
+        """Every server's samples, oldest first; the list is a copy, each deque the live one (only ever appended to)."""
         with self._lock:
-            histories = list(self._by_source.values())
-        history = serving_history(histories, model)
-        if history is None:
-            return None
-        return load_during(list(history), start_ns, end_ns, max_gap_ns=self.max_gap_ns)
-
-    def samples_between(self, start_ns: int, end_ns: int, sources: Iterable[str]) -> list[LoadSample]:
-        """The samples of ``sources`` from ``start_ns`` to ``end_ns``, with one either side (a track's edges)."""
-        found: list[LoadSample] = []
-        for source in sources:
-            found += samples_between(self.samples(source), start_ns, end_ns)
-        return found
+            return list(self._by_source.values())

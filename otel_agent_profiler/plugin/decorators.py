@@ -486,13 +486,7 @@ def tool(
 
     def make_spec(target: Callable[..., Any]) -> _SpanSpec:
         tool_name = name or _default_name(target, qualified=False)
-        attributes: dict[str, AttributeValue] = {
-            _OPERATION_NAME: "execute_tool",
-            _TOOL_NAME: tool_name,
-            _TOOL_TYPE: "function",
-        }
-        if description is not None:
-            attributes[_TOOL_DESCRIPTION] = description
+        attributes = _tool_attributes(tool_name, description)
         call_id_of = _call_id_getter(target, call_id_param) if call_id_param is not None else None
         return _SpanSpec(f"execute_tool {tool_name}", attributes, call_id_of)
 
@@ -525,12 +519,25 @@ def agent(func: Any = None, *, name: str | None = None, agent_id: str | None = N
 
     def make_spec(target: Callable[..., Any]) -> _SpanSpec:
         agent_name = name or _default_name(target, qualified=False)
-        attributes: dict[str, AttributeValue] = {_OPERATION_NAME: "invoke_agent", _AGENT_NAME: agent_name}
-        if agent_id is not None:
-            attributes[_AGENT_ID] = _as_attribute(agent_id)
-        return _SpanSpec(f"invoke_agent {agent_name}", attributes, None)
+        return _SpanSpec(f"invoke_agent {agent_name}", _agent_attributes(agent_name, agent_id), None)
 
     return _decorate_now_or_later(func, make_spec)
+
+
+def _tool_attributes(name: str, description: str | None) -> dict[str, AttributeValue]:
+    """The attributes every ``execute_tool`` span starts with, from ``@tool`` or ``tool_span``."""
+    attributes: dict[str, AttributeValue] = {_OPERATION_NAME: "execute_tool", _TOOL_NAME: name, _TOOL_TYPE: "function"}
+    if description is not None:
+        attributes[_TOOL_DESCRIPTION] = description
+    return attributes
+
+
+def _agent_attributes(name: str, agent_id: object) -> dict[str, AttributeValue]:
+    """The attributes of an ``invoke_agent`` span, from ``@agent`` or ``agent_span``."""
+    attributes: dict[str, AttributeValue] = {_OPERATION_NAME: "invoke_agent", _AGENT_NAME: name}
+    if agent_id is not None:
+        attributes[_AGENT_ID] = _as_attribute(agent_id)
+    return attributes
 
 
 def _plain_attributes(category: str | None, attributes: Attributes | None) -> dict[str, AttributeValue]:
@@ -640,9 +647,7 @@ def tool_span(name: str, *, call_id: str | None = None, description: str | None 
         A context manager for ``with`` or ``async with`` that yields the span.
     """
     _check_name(name, "name")
-    attributes: dict[str, AttributeValue] = {_OPERATION_NAME: "execute_tool", _TOOL_NAME: name, _TOOL_TYPE: "function"}
-    if description is not None:
-        attributes[_TOOL_DESCRIPTION] = description
+    attributes = _tool_attributes(name, description)
     if call_id is not None:
         attributes[_TOOL_CALL_ID] = _as_attribute(call_id)
     return SpanScope(f"execute_tool {name}", attributes)
@@ -659,10 +664,7 @@ def agent_span(name: str, *, agent_id: str | None = None) -> SpanScope:
         A context manager for ``with`` or ``async with`` that yields the span.
     """
     _check_name(name, "name")
-    attributes: dict[str, AttributeValue] = {_OPERATION_NAME: "invoke_agent", _AGENT_NAME: name}
-    if agent_id is not None:
-        attributes[_AGENT_ID] = _as_attribute(agent_id)
-    return SpanScope(f"invoke_agent {name}", attributes)
+    return SpanScope(f"invoke_agent {name}", _agent_attributes(name, agent_id))
 
 
 def profiled_span(name: str, *, category: str | None = None, attributes: Attributes | None = None) -> SpanScope:

@@ -17,8 +17,8 @@ from ..core.genai import TokenUsage
 from ..core.percentiles import percentile
 from ..core.profile import CategoryStats, OperationStats, TraceProfile
 from ..core.split_traces import Counted, SplitLLMCall, TraceCalls, calls_of, cross_trace_totals, find_split_llm_calls
-from ..core.units import format_duration, format_usd, plural
-from .text import ASCII, UNICODE, WIDTH, Glyphs, _cut, _paragraph, _share, render_trace, render_traces
+from ..core.units import format_duration, plural
+from .text import ASCII, UNICODE, WIDTH, Glyphs, _cut, _paragraph, _share, _usage_facts, render_trace, render_traces
 
 #: With more traces than this, the report opens with the cross-trace summary.
 MANY_TRACES = 3
@@ -104,12 +104,7 @@ def _header(profiles: Sequence[Totals], splits: Sequence[SplitLLMCall], glyphs: 
     durations = [profile.duration_ns for profile in profiles]
     facts = [plural(len(profiles), "trace"), plural(sum(p.span_count for p in profiles), "span")]
     totals = cross_trace_totals(profiles, splits)
-    if totals.llm_calls:
-        facts.append(plural(totals.llm_calls, "LLM call"))
-    if totals.tokens.total:
-        facts.append(plural(totals.tokens.total, "token"))
-    if totals.cost_usd is not None:
-        facts.append(format_usd(totals.cost_usd))
+    facts += _usage_facts(totals.llm_calls, totals.tokens.total, totals.cost_usd)
     spread = [f"{name} {format_duration(percentile(durations, q))}" for name, q in (("p50", 0.5), ("p90", 0.9))]
     spread += [f"p99 {format_duration(percentile(durations, 0.99))}", f"longest {format_duration(max(durations))}"]
     lines = [

@@ -60,16 +60,21 @@ def _share(part: int, whole: int) -> str:
     return f"{100 * part / whole:5.1f}%" if whole else "    -"
 
 
+def _usage_facts(llm_calls: int, tokens: int, cost_usd: float | None) -> list[str]:
+    """The LLM calls, tokens and cost of a header line (one trace's or many traces'), those there are."""
+    facts = [plural(llm_calls, "LLM call")] if llm_calls else []
+    if tokens:
+        facts.append(plural(tokens, "token"))
+    if cost_usd is not None:
+        facts.append(format_usd(cost_usd))
+    return facts
+
+
 def _header(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
     facts = [format_duration(profile.duration_ns), plural(profile.span_count, "span")]
     if len(profile.roots) > 1:
         facts.append(plural(len(profile.roots), "root"))
-    if profile.llm_calls:
-        facts.append(plural(profile.llm_calls, "LLM call"))
-    if profile.tokens.total:
-        facts.append(plural(profile.tokens.total, "token"))
-    if profile.cost_usd is not None:
-        facts.append(format_usd(profile.cost_usd))
+    facts += _usage_facts(profile.llm_calls, profile.tokens.total, profile.cost_usd)
     lines = [f"Trace {profile.trace_id}", "  " + f" {glyphs.separator} ".join(facts)]
     for anomaly in profile.anomalies[:5]:
         line = f"! {anomaly.kind} {anomaly.span_id}: {anomaly.detail}"

@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import time
 import urllib.parse
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import StoreError
 from .http import FetchProgress, StoreHttp
-from .query import DEFAULT_WINDOW_NS, Fetched, StoreQuery
+from .query import Fetched, StoreQuery
 
 _NS_PER_US = 1000
 
@@ -46,8 +47,7 @@ def _traces_of(http: StoreHttp, answer: Any, url: str) -> list[Any]:
 
 def search_params(query: StoreQuery, now_ns: int) -> list[tuple[str, str]]:
     """The query string of a search (``/api/traces``)."""
-    end_ns = query.end_ns if query.end_ns is not None else now_ns
-    start_ns = query.start_ns if query.start_ns is not None else end_ns - DEFAULT_WINDOW_NS
+    start_ns, end_ns = query.window_ns(now_ns)
     params = [("service", query.service or "")]
     if query.operation:
         params.append(("operation", query.operation))
@@ -73,8 +73,7 @@ def _rfc3339(time_ns: int) -> str:
 
 def v3_search_params(query: StoreQuery, now_ns: int) -> list[tuple[str, str]]:
     """The query string of a v3 search (``/traces`` under ``/api/v3``); both bounds are required."""
-    end_ns = query.end_ns if query.end_ns is not None else now_ns
-    start_ns = query.start_ns if query.start_ns is not None else end_ns - DEFAULT_WINDOW_NS
+    start_ns, end_ns = query.window_ns(now_ns)
     params = [("query.service_name", query.service or "")]
     if query.operation:
         params.append(("query.operation_name", query.operation))
@@ -99,18 +98,29 @@ def _v3_document(http: StoreHttp, answer: Any, path: str) -> Any:
     return result
 
 
+def _fetch_by_id(
+    http: StoreHttp,
+    query: StoreQuery,
+    progress: FetchProgress,
+    traces_path: str,
+    document: Callable[[Any, str], Any],
+) -> list[Fetched]:
+    """Each of ``query.trace_ids`` from ``{traces_path}/{id}``, the answer made a document by
+    ``document(answer, path)``; a trace the store does not have is fetched as None."""
+    progress.start("fetching traces", len(query.trace_ids))
+
+    def by_id(trace_id: str) -> Fetched:
+        path = f"{traces_path}/{urllib.parse.quote(trace_id, safe='')}"
+        answer = http.get_json(path, missing_ok=True)
+        progress.advance(detail=trace_id)
+        return Fetched(f"{http.store} trace {trace_id}", None if answer is None else document(answer, path))
+
+    return http.map(by_id, query.trace_ids)
+
+
 def _fetch_v3(http: StoreHttp, query: StoreQuery, progress: FetchProgress) -> list[Fetched]:
     if query.trace_ids:
-        progress.start("fetching traces", len(query.trace_ids))
-
-        def by_id(trace_id: str) -> Fetched:
-            path = f"/traces/{urllib.parse.quote(trace_id, safe='')}"
-            answer = http.get_json(path, missing_ok=True)
-            progress.advance(detail=trace_id)
-            name = f"{http.store} trace {trace_id}"
-            return Fetched(name, None if answer is None else _v3_document(http, answer, path))
-
-        return http.map(by_id, query.trace_ids)
+        return _fetch_by_id(http, query, progress, "/traces", lambda answer, path: _v3_document(http, answer, path))
     progress.start("searching", 1)
     answer = http.get_json("/traces", v3_search_params(query, time.time_ns()), missing_ok=True)
     progress.advance()
@@ -125,18 +135,13 @@ def fetch_jaeger(http: StoreHttp, query: StoreQuery, progress: FetchProgress) ->
     if is_v3(http.base_url):
         return _fetch_v3(http, query, progress)
     if query.trace_ids:
-        progress.start("fetching traces", len(query.trace_ids))
-
-        def by_id(trace_id: str) -> Fetched:
-            path = f"/api/traces/{urllib.parse.quote(trace_id, safe='')}"
-            answer = http.get_json(path, missing_ok=True)
-            progress.advance(detail=trace_id)
-            name = f"{http.store} trace {trace_id}"
-            if answer is None:
-                return Fetched(name, None)
-            return Fetched(name, {"data": _traces_of(http, answer, http.url(path))})
-
-        return http.map(by_id, query.trace_ids)
+        return _fetch_by_id(
+            http,
+            query,
+            progress,
+            "/api/traces",
+            lambda answer, path: {"data": _traces_of(http, answer, http.url(path))},
+        )
     progress.start("searching", 1)
     answer = http.get_json("/api/traces", search_params(query, time.time_ns()))
     progress.advance()

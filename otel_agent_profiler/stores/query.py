@@ -40,6 +40,12 @@ class StoreQuery:
     end_ns: int | None = None
     limit: int = DEFAULT_LIMIT
 
+    def window_ns(self, now_ns: int) -> tuple[int, int]:
+        """The search's start and end: where not given, the end is ``now_ns`` and the start
+        :data:`DEFAULT_WINDOW_NS` before the end (Jaeger's and Tempo's searches want both)."""
+        end_ns = self.end_ns if self.end_ns is not None else now_ns
+        return (self.start_ns if self.start_ns is not None else end_ns - DEFAULT_WINDOW_NS), end_ns
+
     def describe(self) -> str:
         """What was asked for, for messages: ``service=agent``, ``trace 4bf9...``."""
         if self.trace_ids:

@@ -15,15 +15,14 @@ from typing import Any
 
 from ..errors import StoreError
 from .http import FetchProgress, StoreHttp
-from .query import DEFAULT_WINDOW_NS, Fetched, StoreQuery
+from .query import Fetched, StoreQuery
 
 _NS_PER_S = 10**9
 
 
 def search_params(query: StoreQuery, now_ns: int) -> list[tuple[str, str]]:
     """The query string of a search (``/api/search``); Tempo's bounds are whole seconds."""
-    end_ns = query.end_ns if query.end_ns is not None else now_ns
-    start_ns = query.start_ns if query.start_ns is not None else end_ns - DEFAULT_WINDOW_NS
+    start_ns, end_ns = query.window_ns(now_ns)
     return [
         ("q", query.traceql or "{}"),
         ("start", str(start_ns // _NS_PER_S)),

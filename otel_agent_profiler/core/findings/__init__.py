@@ -25,10 +25,10 @@ Kinds that suggest no single change (``sequential_llm_chain``, ``large_prompt``,
 ``llm_gaps``, ``llm_prefill``, ``llm_decode``, ``prefix_cache``, ``token_profile``, ``budget_exceeded``) have
 ``saving_ns == 0`` and carry their numbers (tokens, USD, nanoseconds) in ``evidence``.
 
-Each finder module declares the kinds it finds, a ``FindingKind`` record each (``kinds``): its
-finder, how its findings fold, what their change does in the combined projection, how the
-report of many traces groups them and says what they found. ``registry.REGISTRY`` lists them
-all; a new kind is a finder module and a line there.
+Each kind has a ``FindingKind`` record (``kinds``): its finder, how its findings fold, what
+their change does in the combined projection, how the report of many traces groups them and says
+what they found. ``registry.REGISTRY`` is the table of them all; a new kind is a finder module
+and a record there.
 
 Like the projection, this needs the span tree: use it before ``TraceProfile.release()``.
 """

@@ -17,7 +17,6 @@ from .base import (
     format_duration,
     where,
 )
-from .kinds import Change, FindingKind, Grouping
 
 BOTTLENECK = "bottleneck"
 SLOW_TOOL = "slow_tool"
@@ -214,23 +213,3 @@ def find_slow_tools(
             )
         )
     return findings
-
-
-#: The registry records (``registry.REGISTRY``). A bottleneck's saving is all of its spans' time, what
-#: they hold; slow tools save by the same change (removing a span's own time), so they fold together.
-BOTTLENECK_KIND = FindingKind(
-    BOTTLENECK,
-    find_bottlenecks,
-    grouping=Grouping.OPERATION,
-    across_traces="{calls} held much of the critical path",
-    change=Change.TWICE_AS_FAST,
-    saving_is_held_time=True,
-)
-SLOW_TOOL_KIND = FindingKind(
-    SLOW_TOOL,
-    find_slow_tools,
-    grouping=Grouping.OPERATION,
-    across_traces="{calls} were slow",
-    change=Change.TWICE_AS_FAST,
-    family=BOTTLENECK,
-)

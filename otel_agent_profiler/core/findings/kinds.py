@@ -1,9 +1,9 @@
-"""What the profiler knows of a finding kind besides its finder: the registry record each finder module declares.
+"""What the profiler knows of a finding kind besides its finder: the record of each kind in the registry.
 
-Everything that differs from kind to kind lives in one ``FindingKind``, next to the finder that
-makes findings of that kind; ``registry`` lists the records, and the ranking, the combined
-projection and the cross-trace report read them rather than keeping tables of their own. A kind
-added to the registry is therefore complete, or the registry's test fails.
+Everything that differs from kind to kind lives in one ``FindingKind``, a record of the table in
+``registry``; the ranking, the combined projection and the cross-trace report read the records
+rather than keeping tables of their own. A kind added to the registry is therefore complete, or
+the registry's test fails.
 """
 
 from __future__ import annotations

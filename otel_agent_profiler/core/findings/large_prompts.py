@@ -19,7 +19,6 @@ from .base import (
     _share,
     where,
 )
-from .kinds import Change, FindingKind, Grouping
 
 LARGE_PROMPT = "large_prompt"
 
@@ -73,13 +72,3 @@ def find_large_prompts(
             )
         )
     return findings
-
-
-#: The registry record (``registry.REGISTRY``).
-LARGE_PROMPT_KIND = FindingKind(
-    LARGE_PROMPT,
-    find_large_prompts,
-    grouping=Grouping.OPERATION,
-    across_traces="{calls} sent prompts that fill much of the context window",
-    change=Change.NONE,
-)

@@ -18,7 +18,6 @@ from .base import (
     format_duration,
     where,
 )
-from .kinds import Change, FindingKind, Grouping
 
 SEQUENTIAL_LLM_CHAIN = "sequential_llm_chain"
 
@@ -87,13 +86,3 @@ def _chain_finding(
             "saving_if_2x_faster_ns": saving_2x,
         },
     )
-
-
-#: The registry record (``registry.REGISTRY``).
-SEQUENTIAL_LLM_CHAIN_KIND = FindingKind(
-    SEQUENTIAL_LLM_CHAIN,
-    find_sequential_llm_chains,
-    grouping=Grouping.SPAN_NAMES,
-    across_traces="the LLM calls {named} ran one after another",
-    change=Change.NONE,
-)

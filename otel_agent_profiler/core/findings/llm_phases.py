@@ -30,7 +30,6 @@ from .base import (
     format_duration,
     where,
 )
-from .kinds import Change, FindingKind, Grouping
 
 LLM_QUEUE = "llm_queue"
 LLM_PREFILL = "llm_prefill"
@@ -170,28 +169,3 @@ def _phase_of(span: SpanProfile, index: int) -> int:
     if phases is None:
         return 0
     return (phases.queue_ns, phases.prefill_ns, phases.decode_ns)[index]
-
-
-# The registry records (``registry.REGISTRY``). Their sentences across traces are the words the
-# cross-trace report gave every kind it had no sentence for; better ones would change its output.
-LLM_QUEUE_KIND = FindingKind(
-    LLM_QUEUE,
-    find_llm_phases,
-    grouping=Grouping.SPAN_NAMES,
-    across_traces="a llm queue finding was about {named}",
-    change=Change.NONE,
-)
-LLM_PREFILL_KIND = FindingKind(
-    LLM_PREFILL,
-    find_llm_phases,
-    grouping=Grouping.SPAN_NAMES,
-    across_traces="a llm prefill finding was about {named}",
-    change=Change.NONE,
-)
-LLM_DECODE_KIND = FindingKind(
-    LLM_DECODE,
-    find_llm_phases,
-    grouping=Grouping.SPAN_NAMES,
-    across_traces="a llm decode finding was about {named}",
-    change=Change.NONE,
-)

@@ -24,7 +24,6 @@ from .base import (
     format_duration,
     where,
 )
-from .kinds import Change, FindingKind, Grouping
 
 LLM_TIMING = "llm_timing"
 LLM_GAPS = "llm_gaps"
@@ -204,28 +203,3 @@ def find_prefix_cache(
             },
         )
     ]
-
-
-# The registry records (``registry.REGISTRY``). The spans these findings name differ from trace to
-# trace without meaning anything: across traces they are grouped by kind alone.
-LLM_TIMING_KIND = FindingKind(
-    LLM_TIMING,
-    find_llm_timing,
-    grouping=Grouping.KIND,
-    across_traces="streaming LLM calls spent much of their time waiting for the first token",
-    change=Change.NONE,
-)
-LLM_GAPS_KIND = FindingKind(
-    LLM_GAPS,
-    find_llm_gaps,
-    grouping=Grouping.KIND,
-    across_traces="time passed between consecutive LLM calls",
-    change=Change.NONE,
-)
-PREFIX_CACHE_KIND = FindingKind(
-    PREFIX_CACHE,
-    find_prefix_cache,
-    grouping=Grouping.KIND,
-    across_traces="the provider's prefix cache served part of the input tokens",
-    change=Change.NONE,
-)

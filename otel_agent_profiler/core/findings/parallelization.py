@@ -23,7 +23,6 @@ from .base import (
     format_duration,
     where,
 )
-from .kinds import Change, FindingKind, Grouping
 
 PARALLELIZABLE = "parallelizable"
 
@@ -270,13 +269,3 @@ def _named(group: list[SpanProfile]) -> str:
     if len(names) > 6:
         return f"these {len(group)} calls"
     return ", ".join(names[:-1]) + f" and {names[-1]}"
-
-
-#: The registry record (``registry.REGISTRY``).
-PARALLELIZABLE_KIND = FindingKind(
-    PARALLELIZABLE,
-    find_parallelization,
-    grouping=Grouping.SPAN_NAMES,
-    across_traces="{calls_of_named} ran one after another though nothing made them wait for each other",
-    change=Change.START_TOGETHER,
-)

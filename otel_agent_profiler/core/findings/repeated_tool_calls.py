@@ -16,7 +16,6 @@ from .base import (
     format_duration,
     where,
 )
-from .kinds import Change, FindingKind, Grouping
 
 REPEATED_TOOL_CALL = "repeated_tool_call"
 
@@ -85,13 +84,3 @@ def find_repeated_tool_calls(
             )
         )
     return findings
-
-
-#: The registry record (``registry.REGISTRY``).
-REPEATED_TOOL_CALL_KIND = FindingKind(
-    REPEATED_TOOL_CALL,
-    find_repeated_tool_calls,
-    grouping=Grouping.OPERATION,
-    across_traces="{calls} were repeated with the same arguments",
-    change=Change.DROP_REPEATS,
-)

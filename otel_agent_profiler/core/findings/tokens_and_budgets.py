@@ -18,7 +18,6 @@ from .base import (
     _tokens,
     format_duration,
 )
-from .kinds import Change, FindingKind, Grouping
 
 TOKEN_PROFILE = "token_profile"
 BUDGET_EXCEEDED = "budget_exceeded"
@@ -181,21 +180,3 @@ def _budget(
         suggestion=_BUDGET_SUGGESTIONS[budget],
         evidence=evidence,
     )
-
-
-# The registry records (``registry.REGISTRY``). Exceeded budgets lead every list of findings.
-TOKEN_PROFILE_KIND = FindingKind(
-    TOKEN_PROFILE,
-    find_token_profile,
-    grouping=Grouping.KIND,
-    across_traces="the token use of the trace was worth a look",
-    change=Change.NONE,
-)
-BUDGET_EXCEEDED_KIND = FindingKind(
-    BUDGET_EXCEEDED,
-    find_budget_overruns,
-    grouping=Grouping.BUDGET,
-    across_traces="the {budget} budget was exceeded",
-    change=Change.NONE,
-    leads=True,
-)

@@ -25,7 +25,6 @@ from .base import (
     format_duration,
     where,
 )
-from .kinds import Change, FindingKind, Grouping
 
 WHAT_IF = "what_if"
 
@@ -175,15 +174,3 @@ def find_what_ifs(
 ) -> list[Finding]:
     """``what_if`` for each ``options.what_ifs`` entry, in their order."""
     return [what_if(profile, selector, speedup, schedule=schedule) for selector, speedup in options.what_ifs]
-
-
-#: The registry record (``registry.REGISTRY``). A what-if is a question, not a change, and is
-#: kept whatever it saves: the user asked it.
-WHAT_IF_KIND = FindingKind(
-    WHAT_IF,
-    find_what_ifs,
-    grouping=Grouping.SPAN_NAMES,
-    across_traces="a what-if about {named} shortened the trace",
-    change=Change.NONE,
-    always_kept=True,
-)
