@@ -10,6 +10,7 @@ from typing import Any as _Any
 
 from ._version import __version__
 from .adapters import TraceFile, read_trace_file
+from .adapters.recorded_attributes import RECORDED_ATTRIBUTES as _RECORDED_ATTRIBUTES
 from .core import (
     CATEGORIES,
     Anomaly,
@@ -29,7 +30,14 @@ from .core import (
     profiles_to_dict,
     trace_to_dict,
 )
+from .core.recorded import read_by_default as _read_by_default
 from .errors import AgentProfilerError
+
+# What the profiler recorded on spans (costs, servers' load) is spelled outside the pure core; the
+# core reads it through the package's reader. Registered here, where every import of the package
+# (and so of the core) passes first, so that ``profile_trace`` and ``profile_records`` from here
+# or from ``core``, and every command, the plugin and ``serve``, read it without being told.
+_read_by_default(_RECORDED_ATTRIBUTES)
 
 if _TYPE_CHECKING:
     from .plugin.decorators import agent, agent_span, profiled_span, tool, tool_span, traced

@@ -122,26 +122,6 @@ def test_a_call_finds_its_server_by_the_model_family() -> None:
     assert load is not None and load.source == "a"
 
 
-def test_recorded_attributes_are_read_back_and_bad_values_left_out() -> None:
-    from otel_agent_profiler.core.backend_load import recorded_backend_load
-    from otel_agent_profiler.core.profile import BackendLoad
-
-    attributes = {
-        "agent_profiler.backend.source": "http://vllm:8000/metrics",
-        "agent_profiler.backend.samples": 3,
-        "agent_profiler.backend.running": 1.5,
-        "agent_profiler.backend.waiting_max": 4.0,
-        "agent_profiler.backend.kv_cache_usage_max": "full",
-        "agent_profiler.backend.prefix_cache_hit_rate": float("nan"),
-        "agent_profiler.backend.preemptions": 2,
-    }
-    assert recorded_backend_load(attributes) == BackendLoad(
-        source="http://vllm:8000/metrics", samples=3, running_mean=1.5, waiting_max=4.0, preemptions=2
-    )
-    assert recorded_backend_load({"agent_profiler.backend.samples": True}) is None
-    assert recorded_backend_load({}) is None
-
-
 def test_attach_keeps_a_recorded_load_the_history_does_not_describe() -> None:
     from span_builders import CLIENT, by_name, profile, span
 

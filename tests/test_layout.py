@@ -100,6 +100,27 @@ def test_the_core_imports_only_the_standard_library_and_itself() -> None:
                 assert top != "opentelemetry"
 
 
+# Input conventions the core understands, as it understands the GenAI ones: a category a user
+# forces on a span, and the chunk event our decorators write.
+CORE_INPUT_CONVENTIONS = {"agent_profiler.category", "agent_profiler.chunk"}
+
+
+def test_the_core_spells_none_of_our_wire_format_but_its_input_conventions() -> None:
+    # What the profiler records on spans for itself (costs, servers' load) is spelled in
+    # adapters/recorded_attributes.py and read through core.recorded; docstrings count too.
+    core_files = sorted((PACKAGE / "core").rglob("*.py"))
+    found: set[str] = set()
+    for path in core_files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                # ``otel_agent_profiler.core...`` in a docstring is a module, not an attribute.
+                words = {word.rstrip(".") for word in re.findall(r"(?<!\w)agent_profiler\.[\w.*]*", node.value)}
+                unexpected = words - CORE_INPUT_CONVENTIONS
+                assert not unexpected, f"{path.relative_to(ROOT)} spells {sorted(unexpected)}"
+                found |= words
+    assert found == CORE_INPUT_CONVENTIONS
+
+
 def test_the_import_resolver_sees_relative_imports() -> None:
     # The purity checks above rely on it: a relative import out of the core must be caught.
     processor = PACKAGE / "plugin" / "processor.py"

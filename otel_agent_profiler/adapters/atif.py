@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from ..core.pricing import RECORDED_COST_ATTRIBUTE
 from ..core.records import AttributeValue, SpanKind, SpanRecord, StatusCode
+from .recorded_attributes import COST_USD
 
 TIMING_ATTRIBUTE = "agent_profiler.timing"
 
@@ -181,7 +181,7 @@ def _llm_record(
             attributes[attribute] = value
     cost = metrics.get("cost_usd")
     if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost) and cost >= 0:
-        attributes[RECORDED_COST_ATTRIBUTE] = float(cost)
+        attributes[COST_USD] = float(cost)
     # The step's message and tool calls are the call's output: findings look for tool call ids here.
     parts: list[dict[str, Any]] = []
     if isinstance(step.get("message"), str) and step["message"]:

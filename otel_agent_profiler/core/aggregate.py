@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from .categories import EMBEDDING, LLM
 from .genai import TokenUsage, same_model
-from .pricing import RECORDED_COST_ATTRIBUTE, PriceTable, recorded_cost_usd
+from .pricing import PriceTable
 from .profile import OperationStats, SpanProfile, TraceProfile
+from .recorded import RecordedValues
 
 
 def mark_nested_llm_duplicates(spans: list[SpanProfile]) -> None:
@@ -43,8 +44,10 @@ def _is_chain_link_below(span: SpanProfile) -> bool:
     return parent is not None and parent.category == LLM and _single_same_model_llm_child(parent) is span
 
 
-def aggregate(profile: TraceProfile, prices: PriceTable | None = None) -> None:
-    """Fill the trace-level totals of ``profile`` from its spans (and costs, given prices)."""
+def aggregate(profile: TraceProfile, prices: PriceTable | None = None, recorded: RecordedValues | None = None) -> None:
+    """Fill the trace-level totals of ``profile`` from its spans (and costs, given prices, or
+    costs recorded on the spans that ``recorded`` reads)."""
+    recorded_cost = recorded.cost_usd if recorded is not None else None
     operations = profile.operations
     critical_path_tokens = profile.critical_path_tokens
     llm_calls = 0
@@ -70,8 +73,9 @@ def aggregate(profile: TraceProfile, prices: PriceTable | None = None) -> None:
                 op.tokens.add(usage)
                 if span.on_critical_path:
                     critical_path_tokens.add(usage)
-            if (usage is not None and prices is not None) or RECORDED_COST_ATTRIBUTE in span.record.attributes:
-                _add_cost(profile, span, prices)
+            cost = recorded_cost(span.record.attributes) if recorded_cost is not None else None
+            if cost is not None or (usage is not None and prices is not None):
+                _add_cost(profile, span, prices, cost)
     profile.llm_calls = llm_calls
 
     # Every span has one category and one operation, so the category totals, and (as an LLM
@@ -93,10 +97,9 @@ def aggregate(profile: TraceProfile, prices: PriceTable | None = None) -> None:
             model_usage.add(op.tokens)
 
 
-def _add_cost(profile: TraceProfile, span: SpanProfile, prices: PriceTable | None) -> None:
+def _add_cost(profile: TraceProfile, span: SpanProfile, prices: PriceTable | None, cost: float | None) -> None:
     model = span.model or span.operation
-    # The cost the run recorded (ATIF's cost_usd, a span enriched earlier) is what was billed.
-    cost = recorded_cost_usd(span.record.attributes)
+    # The cost the run recorded (ATIF's cost_usd, a span enriched earlier), when given, is what was billed.
     if cost is None and prices is not None and span.tokens is not None:
         # A snapshot may be priced apart from its family (gpt-4o-2024-05-13 costs more than gpt-4o).
         cost = prices.cost_usd(span.model_snapshot or model, span.tokens)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from .aggregate import aggregate, mark_nested_llm_duplicates
-from .backend_load import BACKEND_SAMPLES, recorded_backend_load
 from .call_anatomy import assign_call_anatomy, is_server_span
 from .categories import EMBEDDING, LLM, classify
 from .critical_path import assign_critical_path
@@ -14,6 +13,7 @@ from .models import model_family, snapshot_of
 from .overrunning_children import find_overrunning_children
 from .pricing import PriceTable
 from .profile import Anomaly, TraceProfile
+from .recorded import RecordedValues, default_reader
 from .records import AttributeValue, SpanKind, SpanRecord
 from .same_call import mark_non_calls, mark_side_by_side_duplicates
 from .self_time import assign_self_times
@@ -24,15 +24,24 @@ Classifier = Callable[[str, Mapping[str, AttributeValue]], str]
 
 
 def profile_trace(
-    records: list[SpanRecord], classifier: Classifier = classify, prices: PriceTable | None = None
+    records: list[SpanRecord],
+    classifier: Classifier = classify,
+    prices: PriceTable | None = None,
+    *,
+    recorded: RecordedValues | None = None,
 ) -> TraceProfile:
     """Profile the spans of one trace (all records must share one trace id).
 
     ``classifier`` decides categories (default: the conventions in ``categories.classify``);
-    ``prices``, when given, adds the cost of LLM and embedding calls.
+    ``prices``, when given, adds the cost of LLM and embedding calls. ``recorded`` reads the
+    values an earlier profiler recorded on the spans, a call's cost and its server's load
+    (default: the package's reader, see ``core.recorded``).
     """
     if not records:
         raise ValueError("a trace needs at least one span")
+    if recorded is None:
+        recorded = default_reader()
+    recorded_backend_load = recorded.backend_load if recorded is not None else None
     spans, roots, anomalies = build_tree(records)
     unusable_counts: list[str] = []
     server_spans = False
@@ -60,7 +69,7 @@ def profile_trace(
                 ttft = time_to_first_token_ns(span.start_ns, attributes, record.events)
                 span.time_to_first_token_ns = ttft
                 span.streaming = ttft is not None or is_streaming(attributes)
-                if BACKEND_SAMPLES in attributes:
+                if recorded_backend_load is not None:
                     # Enriched by a live profiler that polled the server: the load it met.
                     span.backend_load = recorded_backend_load(attributes)
         else:
@@ -88,14 +97,21 @@ def profile_trace(
     )
     if server_spans:
         assign_call_anatomy(profile)
-    aggregate(profile, prices)
+    aggregate(profile, prices, recorded)
     return profile
 
 
 def profile_records(
-    records: Iterable[SpanRecord], classifier: Classifier = classify, prices: PriceTable | None = None
+    records: Iterable[SpanRecord],
+    classifier: Classifier = classify,
+    prices: PriceTable | None = None,
+    *,
+    recorded: RecordedValues | None = None,
 ) -> list[TraceProfile]:
-    """Profile every trace found in ``records``, ordered by start time, then trace id."""
-    profiles = [profile_trace(spans, classifier, prices) for spans in group_by_trace(records).values()]
+    """Profile every trace found in ``records``, ordered by start time, then trace id (arguments:
+    see ``profile_trace``)."""
+    profiles = [
+        profile_trace(spans, classifier, prices, recorded=recorded) for spans in group_by_trace(records).values()
+    ]
     profiles.sort(key=lambda p: (p.start_ns, p.trace_id))
     return profiles

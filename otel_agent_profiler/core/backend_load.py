@@ -16,9 +16,9 @@ from zero. A server that publishes its recent hit rate as a gauge instead of cou
 ``sglang:cache_hit_rate``) gets the mean of that gauge over the call's samples.
 
 Pure: samples come from an adapter (``adapters/prometheus_metrics.py``) or from a recording. A
-load attached live travels on the enriched LLM span as ``agent_profiler.backend.*`` attributes
-(names below); ``recorded_backend_load`` reads it back, so an exported trace analysed later
-shows the same loads.
+load attached live travels on the enriched LLM span as attributes, which the offline analysis
+reads back (``core.recorded``; the names and their parsing: ``adapters/recorded_attributes.py``),
+so an exported trace analysed later shows the same loads.
 """
 
 from __future__ import annotations
@@ -32,19 +32,6 @@ from .categories import LLM
 from .field_values import field_values
 from .models import model_family
 from .profile import BackendLoad, LoadSample, SpanProfile, TraceProfile
-from .records import AttributeValue, non_negative_number
-
-#: The span attributes a live profiler writes on an LLM span with a load (``live/attributes.py``
-#: registers them with units), and the offline analysis reads back.
-BACKEND_SOURCE = "agent_profiler.backend.source"
-BACKEND_SAMPLES = "agent_profiler.backend.samples"
-BACKEND_RUNNING = "agent_profiler.backend.running"
-BACKEND_RUNNING_MAX = "agent_profiler.backend.running_max"
-BACKEND_WAITING = "agent_profiler.backend.waiting"
-BACKEND_WAITING_MAX = "agent_profiler.backend.waiting_max"
-BACKEND_KV_CACHE_USAGE_MAX = "agent_profiler.backend.kv_cache_usage_max"
-BACKEND_PREFIX_CACHE_HIT_RATE = "agent_profiler.backend.prefix_cache_hit_rate"
-BACKEND_PREEMPTIONS = "agent_profiler.backend.preemptions"
 
 #: Polls are about a second apart; a sample older than this before a call does not describe it.
 DEFAULT_MAX_GAP_NS = 2_500_000_000
@@ -221,30 +208,6 @@ def attach_backend_load(profile: TraceProfile, history: LoadSource) -> int:
     if sources:
         profile.backend_samples = history.samples_between(profile.start_ns, profile.end_ns, sources)
     return attached
-
-
-def recorded_backend_load(attributes: Mapping[str, AttributeValue]) -> BackendLoad | None:
-    """The load a live profiler wrote on an LLM span (``agent_profiler.backend.*``), or None.
-
-    Values of the wrong type are left out rather than trusted; without a sample count the span
-    has no load.
-    """
-    samples = non_negative_number(attributes.get(BACKEND_SAMPLES))
-    if samples is None or samples < 1:
-        return None
-    source = attributes.get(BACKEND_SOURCE)
-    preemptions = non_negative_number(attributes.get(BACKEND_PREEMPTIONS))
-    return BackendLoad(
-        source=source if isinstance(source, str) else "",
-        samples=int(samples),
-        running_mean=non_negative_number(attributes.get(BACKEND_RUNNING)),
-        running_max=non_negative_number(attributes.get(BACKEND_RUNNING_MAX)),
-        waiting_mean=non_negative_number(attributes.get(BACKEND_WAITING)),
-        waiting_max=non_negative_number(attributes.get(BACKEND_WAITING_MAX)),
-        kv_cache_usage_max=non_negative_number(attributes.get(BACKEND_KV_CACHE_USAGE_MAX)),
-        prefix_cache_hit_rate=non_negative_number(attributes.get(BACKEND_PREFIX_CACHE_HIT_RATE)),
-        preemptions=round(preemptions) if preemptions is not None else None,
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ _STREAMING_KEYS = ("gen_ai.is_streaming", "llm.is_streaming", "gen_ai.request.st
 _TTFC_SECONDS_KEYS = ("gen_ai.response.time_to_first_chunk", "gen_ai.client.operation.time_to_first_chunk")
 
 #: Span events that mark a streamed chunk arriving (OpenLLMetry, OpenInference, our decorators).
+#: Ours, ``agent_profiler.chunk``, is an input convention like the others, so it stays in the core.
 CHUNK_EVENT_NAMES = frozenset(
     {"gen_ai.content.completion.chunk", "First Token Stream Event", "gen_ai.chunk", "agent_profiler.chunk"}
 )

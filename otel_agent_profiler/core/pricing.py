@@ -14,19 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .genai import TokenUsage, strip_snapshot
-from .records import non_negative_number
 
 _PER_TOKEN = 1e-6
-
-#: A span attribute holding the cost of the call as the run recorded it, in US dollars: set by the
-#: ATIF adapter from a step's ``metrics.cost_usd``, and by the profiler's own enrichment. It is
-#: used as is, before any price table.
-RECORDED_COST_ATTRIBUTE = "agent_profiler.cost_usd"
-
-
-def recorded_cost_usd(attributes: Mapping[str, object]) -> float | None:
-    """The recorded cost in ``attributes``, or None when there is none or it is not a usable amount."""
-    return non_negative_number(attributes.get(RECORDED_COST_ATTRIBUTE))
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,15 +6,16 @@ tests, so the two never drift apart.
 
 from __future__ import annotations
 
-from ..core.backend_load import BACKEND_KV_CACHE_USAGE_MAX as BACKEND_KV_CACHE_USAGE_MAX
-from ..core.backend_load import BACKEND_PREEMPTIONS as BACKEND_PREEMPTIONS
-from ..core.backend_load import BACKEND_PREFIX_CACHE_HIT_RATE as BACKEND_PREFIX_CACHE_HIT_RATE
-from ..core.backend_load import BACKEND_RUNNING as BACKEND_RUNNING
-from ..core.backend_load import BACKEND_RUNNING_MAX as BACKEND_RUNNING_MAX
-from ..core.backend_load import BACKEND_SAMPLES as BACKEND_SAMPLES
-from ..core.backend_load import BACKEND_SOURCE as BACKEND_SOURCE
-from ..core.backend_load import BACKEND_WAITING as BACKEND_WAITING
-from ..core.backend_load import BACKEND_WAITING_MAX as BACKEND_WAITING_MAX
+from ..adapters.recorded_attributes import BACKEND_KV_CACHE_USAGE_MAX as BACKEND_KV_CACHE_USAGE_MAX
+from ..adapters.recorded_attributes import BACKEND_PREEMPTIONS as BACKEND_PREEMPTIONS
+from ..adapters.recorded_attributes import BACKEND_PREFIX_CACHE_HIT_RATE as BACKEND_PREFIX_CACHE_HIT_RATE
+from ..adapters.recorded_attributes import BACKEND_RUNNING as BACKEND_RUNNING
+from ..adapters.recorded_attributes import BACKEND_RUNNING_MAX as BACKEND_RUNNING_MAX
+from ..adapters.recorded_attributes import BACKEND_SAMPLES as BACKEND_SAMPLES
+from ..adapters.recorded_attributes import BACKEND_SOURCE as BACKEND_SOURCE
+from ..adapters.recorded_attributes import BACKEND_WAITING as BACKEND_WAITING
+from ..adapters.recorded_attributes import BACKEND_WAITING_MAX as BACKEND_WAITING_MAX
+from ..adapters.recorded_attributes import COST_USD as COST_USD
 from ..core.categories import CATEGORIES
 
 CATEGORY = "agent_profiler.category"
@@ -23,7 +24,6 @@ SELF_TIME_MS = "agent_profiler.self_time_ms"
 CRITICAL_PATH_MS = "agent_profiler.critical_path_ms"
 ON_CRITICAL_PATH = "agent_profiler.on_critical_path"
 TIME_TO_FIRST_TOKEN_MS = "agent_profiler.time_to_first_token_ms"
-COST_USD = "agent_profiler.cost_usd"
 CONTEXT_WINDOW_USE = "agent_profiler.context_window_use"
 LLM_QUEUE_MS = "agent_profiler.llm.queue_ms"
 LLM_PREFILL_MS = "agent_profiler.llm.prefill_ms"
@@ -31,8 +31,9 @@ LLM_DECODE_MS = "agent_profiler.llm.decode_ms"
 LLM_OTHER_MS = "agent_profiler.llm.other_ms"
 #: Only on LLM spans with an inference server's span below them (``core.call_anatomy``).
 LLM_PHASE_ATTRIBUTES = (LLM_QUEUE_MS, LLM_PREFILL_MS, LLM_DECODE_MS, LLM_OTHER_MS)
-#: Only on LLM calls whose inference server's metrics were polled (``core.backend_load``); the
-#: names live in the core, which reads them back from exported spans.
+#: Only on LLM calls whose inference server's metrics were polled (``core.backend_load``). These
+#: names and ``COST_USD`` are spelled in ``adapters/recorded_attributes.py``, which reads them back
+#: from exported spans for the offline analysis.
 BACKEND_ATTRIBUTES = (
     BACKEND_SOURCE,
     BACKEND_SAMPLES,
