@@ -5,6 +5,7 @@ memory, internal) of OpenTelemetry traces, with tokens and time to first token b
 """
 
 import importlib as _importlib
+from collections.abc import Iterable as _Iterable
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
@@ -25,19 +26,35 @@ from .core import (
     TokenUsage,
     TraceProfile,
     classify,
-    profile_records,
-    profile_trace,
     profiles_to_dict,
     trace_to_dict,
 )
-from .core.recorded import read_by_default as _read_by_default
+from .core import Classifier as _Classifier
+from .core import profile_records as _core_profile_records
+from .core import profile_trace as _core_profile_trace
 from .errors import AgentProfilerError
 
-# What the profiler recorded on spans (costs, servers' load) is spelled outside the pure core; the
-# core reads it through the package's reader. Registered here, where every import of the package
-# (and so of the core) passes first, so that ``profile_trace`` and ``profile_records`` from here
-# or from ``core``, and every command, the plugin and ``serve``, read it without being told.
-_read_by_default(_RECORDED_ATTRIBUTES)
+
+def profile_trace(
+    records: list[SpanRecord], classifier: _Classifier = classify, prices: PriceTable | None = None
+) -> TraceProfile:
+    """Profile the spans of one trace (all records must share one trace id).
+
+    ``classifier`` decides categories (default: the conventions in ``core.categories.classify``);
+    ``prices``, when given, adds the cost of LLM and embedding calls. What an earlier run recorded
+    on the spans, a cost ATIF billed or a server load a live profiler met, is read as
+    ``otel-agent-profiler`` writes it (``core.profile_trace`` reads only what its ``recorded=`` reads).
+    """
+    return _core_profile_trace(records, classifier, prices, recorded=_RECORDED_ATTRIBUTES)
+
+
+def profile_records(
+    records: _Iterable[SpanRecord], classifier: _Classifier = classify, prices: PriceTable | None = None
+) -> list[TraceProfile]:
+    """Profile every trace found in ``records``, ordered by start time, then trace id (arguments and
+    what is read of earlier recordings: see ``profile_trace``)."""
+    return _core_profile_records(records, classifier, prices, recorded=_RECORDED_ATTRIBUTES)
+
 
 if _TYPE_CHECKING:
     from .plugin.decorators import agent, agent_span, profiled_span, tool, tool_span, traced

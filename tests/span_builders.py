@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping
 
+from otel_agent_profiler.adapters.recorded_attributes import RECORDED_ATTRIBUTES
 from otel_agent_profiler.core import SpanEvent, SpanKind, SpanProfile, SpanRecord, TraceProfile, profile_trace
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
@@ -75,8 +76,8 @@ def with_events(record: SpanRecord, *events: tuple[str, int]) -> SpanRecord:
 
 
 def profile(records: Iterable[SpanRecord]) -> TraceProfile:
-    """Profile the records of one trace."""
-    return profile_trace(list(records))
+    """Profile the records of one trace as the package does: reading what was recorded on them."""
+    return profile_trace(list(records), recorded=RECORDED_ATTRIBUTES)
 
 
 def by_name(trace: TraceProfile) -> dict[str, SpanProfile]:

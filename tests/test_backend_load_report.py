@@ -11,7 +11,8 @@ import pytest
 from span_builders import CLIENT, SERVER, by_name, profile, span
 from test_call_anatomy import server_attributes
 
-from otel_agent_profiler.core import profile_records, trace_to_dict
+from otel_agent_profiler import profile_records
+from otel_agent_profiler.core import trace_to_dict
 from otel_agent_profiler.core.backend_load import attach_backend_load
 from otel_agent_profiler.core.findings import LLM_QUEUE, find_all
 from otel_agent_profiler.core.profile import LoadSample

@@ -23,7 +23,6 @@ from otel_agent_profiler.adapters.recorded_attributes import (
 )
 from otel_agent_profiler.core import AttributeValue
 from otel_agent_profiler.core.profile import BackendLoad, TraceProfile
-from otel_agent_profiler.core.recorded import default_reader
 from otel_agent_profiler.live import attributes
 
 CHAT = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
@@ -73,18 +72,27 @@ def test_a_recorded_cost_that_is_no_amount_is_left_out(value: object) -> None:
     assert recorded_cost_usd({COST_USD: 2}) == 2.0 and recorded_cost_usd({}) is None
 
 
-def test_the_package_registers_its_reader_as_the_cores_default() -> None:
-    assert default_reader() is RECORDED_ATTRIBUTES
-
-
-@pytest.mark.parametrize("profile_records", [otel_agent_profiler.profile_records, core.profile_records])
-def test_the_public_functions_read_recorded_values_without_being_told(
+@pytest.mark.parametrize(
+    "profile_records",
+    [
+        otel_agent_profiler.profile_records,
+        lambda records: [otel_agent_profiler.profile_trace(records)],
+        lambda records: core.profile_records(records, recorded=RECORDED_ATTRIBUTES),
+    ],
+)
+def test_the_packages_functions_read_recorded_values_without_being_told(
     profile_records: Callable[..., list[TraceProfile]],
 ) -> None:
     (profile,) = profile_records([span("call", None, 0, 10, attributes=RECORDED)])
     call = by_name(profile)["call"]
     assert call.cost_usd == profile.cost_usd == 0.25
     assert call.backend_load == BackendLoad(source="", samples=2, waiting_max=3.0)
+
+
+def test_the_core_alone_reads_nothing_recorded() -> None:
+    # The core holds no default: without a reader, costs come from prices alone.
+    (profile,) = core.profile_records([span("call", None, 0, 10, attributes=RECORDED)])
+    assert profile.cost_usd is None and by_name(profile)["call"].backend_load is None
 
 
 def test_another_reader_replaces_the_packages() -> None:

@@ -73,5 +73,5 @@ class RecordedAttributes:
     cost_usd = staticmethod(recorded_cost_usd)
 
 
-#: The reader every part of the package profiles with, and the core's default (``otel_agent_profiler/__init__.py``).
+#: The reader every part of the package profiles with (``recorded=``), the package's ``profile_records`` included.
 RECORDED_ATTRIBUTES = RecordedAttributes()

@@ -13,7 +13,7 @@ from .models import model_family, snapshot_of
 from .overrunning_children import find_overrunning_children
 from .pricing import PriceTable
 from .profile import Anomaly, TraceProfile
-from .recorded import RecordedValues, default_reader
+from .recorded import RecordedValues
 from .records import AttributeValue, SpanKind, SpanRecord
 from .same_call import mark_non_calls, mark_side_by_side_duplicates
 from .self_time import assign_self_times
@@ -35,12 +35,10 @@ def profile_trace(
     ``classifier`` decides categories (default: the conventions in ``categories.classify``);
     ``prices``, when given, adds the cost of LLM and embedding calls. ``recorded`` reads the
     values an earlier profiler recorded on the spans, a call's cost and its server's load
-    (default: the package's reader, see ``core.recorded``).
+    (``core.recorded``; None: nothing recorded is read, every cost comes from ``prices``).
     """
     if not records:
         raise ValueError("a trace needs at least one span")
-    if recorded is None:
-        recorded = default_reader()
     recorded_backend_load = recorded.backend_load if recorded is not None else None
     spans, roots, anomalies = build_tree(records)
     unusable_counts: list[str] = []

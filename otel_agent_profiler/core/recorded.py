@@ -6,9 +6,9 @@ server, and the cost of a call. How such values are spelled on a span is the pac
 format (``adapters/recorded_attributes.py``), which the core does not know: ``profile_trace``
 asks a ``RecordedValues`` reader for them.
 
-The package registers its reader when it is imported (``otel_agent_profiler/__init__.py``), so
-``profile_trace`` and ``profile_records`` called without one read what they always read; the
-core alone, unregistered, reads nothing recorded.
+The reader is an argument (``recorded=``), as the core holds no state: every part of the package
+passes ``adapters.recorded_attributes.RECORDED_ATTRIBUTES``, and so do the package's own
+``otel_agent_profiler.profile_records`` and ``profile_trace``. Without one, nothing recorded is read.
 """
 
 from __future__ import annotations
@@ -34,18 +34,3 @@ class RecordedValues(Protocol):
     def cost_usd(self, attributes: Mapping[str, AttributeValue]) -> float | None:
         """The cost of a call as the run recorded it, in US dollars: what was billed, used before any price table."""
         ...
-
-
-# Set once, when the package is imported; a plain reference, read once per trace profiled.
-_default: RecordedValues | None = None
-
-
-def read_by_default(reader: RecordedValues | None) -> None:
-    """Make ``reader`` what ``profile_trace`` reads when given none (None: read nothing recorded)."""
-    global _default
-    _default = reader
-
-
-def default_reader() -> RecordedValues | None:
-    """The reader ``profile_trace`` uses when given none."""
-    return _default

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..adapters.recorded_attributes import RECORDED_ATTRIBUTES
 from ..core.analyze import profile_trace
 from ..core.backend_load import attach_backend_load
 from ..core.profile import TraceProfile
@@ -97,7 +98,7 @@ class ProfilingStep:
         trace_id = records[0].trace_id if records else ""
         options = self.options
         try:
-            profile = profile_trace(list(records), options.classifier, options.prices)
+            profile = profile_trace(list(records), options.classifier, options.prices, recorded=RECORDED_ATTRIBUTES)
         except Exception:
             self._failed("profiling", trace_id)
             self._count_unprofiled(len(records))

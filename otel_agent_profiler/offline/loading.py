@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..adapters.files import TraceFile, read_trace_file
+from ..adapters.recorded_attributes import RECORDED_ATTRIBUTES
 from ..core.analyze import Classifier, profile_trace
 from ..core.categories import classify
 from ..core.pricing import PriceTable
@@ -253,7 +254,7 @@ def profile_groups(
     profiles = []
     for trace_id, spans in groups.items():
         try:
-            profiles.append(profile_trace(spans, classifier, prices))
+            profiles.append(profile_trace(spans, classifier, prices, recorded=RECORDED_ATTRIBUTES))
         except Exception as exc:
             PROFILING_BUGS.report("profile_trace", trace_id)
             on_error_line(f"trace {trace_id}: could not be profiled: internal error ({type(exc).__name__}: {exc})")
