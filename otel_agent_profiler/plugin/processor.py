@@ -30,6 +30,7 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from typing_extensions import Unpack
 
 from ..adapters.sdk_spans import records_from_spans
 from ..core.profile import TraceProfile
@@ -49,7 +50,7 @@ from ..live.trace_assembly import (
     UnprofiledSpans,
 )
 from ..report.console import write_console_report
-from .config import ProfilerConfig, resolve_config
+from .config import ProfilerConfig, ProfilerOptions, resolve_config
 from .downstream import Downstream
 from .enriched_span import EnrichedSpan
 from .export_accounting import AccountingSpanExporter
@@ -78,15 +79,15 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             ``span_exporter``. With neither, the processor only profiles: metrics and the
             console report work, and spans are exported by whatever else the provider has.
         meter_provider: for the profile metrics; the global one by default.
-        **options: any of the options in ``otel_agent_profiler.plugin.config.ProfilerConfig``
-            (``max_traces``, ``max_spans_per_trace``, ``trace_timeout_s``, ``sample_rate``,
-            ``category_overrides``, ``prices``, ``metrics_enabled``, ``enrich_spans``,
-            ``console_report``, ``max_operations``, ``max_buffer_bytes``, ``shutdown_timeout_s``,
-            ``backend_metrics``, ``backend_metrics_interval_s``); unset ones come from the
-            ``OTEL_AGENT_PROFILER_*`` environment variables, then the defaults.
+        **options: any of the options of ``ProfilerOptions`` (``max_traces``,
+            ``max_spans_per_trace``, ``trace_timeout_s``, ``sample_rate``, ``category_overrides``,
+            ``prices``, ``metrics_enabled``, ``enrich_spans``, ``console_report``,
+            ``max_operations``, ``max_buffer_bytes``, ``shutdown_timeout_s``, ``backend_metrics``,
+            ``backend_metrics_interval_s``); unset ones come from the ``OTEL_AGENT_PROFILER_*``
+            environment variables, then the defaults.
 
     Raises:
-        ValueError: an option has a value that cannot be used.
+        ValueError: an unknown option, or an option with a value that cannot be used.
     """
 
     def __init__(
@@ -95,7 +96,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         *,
         downstream: Sequence[SpanProcessor] = (),
         meter_provider: MeterProvider | None = None,
-        **options: Any,
+        **options: Unpack[ProfilerOptions],
     ) -> None:
         self.config: ProfilerConfig = resolve_config(**options)
         self._out = Downstream(downstream)

@@ -28,10 +28,11 @@ from opentelemetry.environment_variables import OTEL_METRICS_EXPORTER, OTEL_TRAC
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from typing_extensions import Unpack
 
 from .._sdk_internals import SdkConfigurator, configure_sdk, replace_span_processors, span_processors
 from ..errors import handle_internal_errors
-from .config import enabled_in_environment
+from .config import ProfilerOptions, enabled_in_environment
 from .export_accounting import AccountingSpanExporter
 from .processor import AgentProfilerSpanProcessor
 
@@ -54,7 +55,7 @@ def install(
     *,
     span_exporter: SpanExporter | None = None,
     meter_provider: MeterProvider | None = None,
-    **options: Any,
+    **options: Unpack[ProfilerOptions],
 ) -> AgentProfilerSpanProcessor:
     """Profile every trace of ``tracer_provider`` (default: the global one).
 
@@ -66,7 +67,7 @@ def install(
         tracer_provider: an SDK ``TracerProvider``; the global one when omitted.
         span_exporter: an extra exporter for the enriched spans.
         meter_provider: for the profile metrics; the global one when omitted.
-        **options: profiler options (see ``AgentProfilerSpanProcessor``).
+        **options: profiler options (``ProfilerOptions``; see ``AgentProfilerSpanProcessor``).
 
     Returns:
         The profiler.
