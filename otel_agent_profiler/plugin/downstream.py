@@ -36,6 +36,10 @@ _SLACK = 64
 _FIRST_SLEEP_S = 0.0005
 _LONGEST_SLEEP_S = 0.05
 
+# The guards of the calls made for every span, made once (they keep no state).
+_ON_START_GUARD = handle_internal_errors("downstream on_start")
+_ON_END_GUARD = handle_internal_errors("downstream on_end")
+
 # Processors whose on_start is known to do nothing; calling them on the app's thread is waste.
 _NO_OP_ON_START = {SpanProcessor.on_start, BatchSpanProcessor.on_start, SimpleSpanProcessor.on_start}
 
@@ -69,7 +73,7 @@ class Downstream:
 
     def on_start(self, span: Span, parent_context: Context | None) -> None:
         for processor in self.with_on_start:
-            with handle_internal_errors("downstream on_start"):
+            with _ON_START_GUARD:
                 processor.on_start(span, parent_context=parent_context)
 
     def hand(self, spans: Sequence[ReadableSpan]) -> int:
@@ -83,7 +87,7 @@ class Downstream:
                     if len(queue) >= limit:
                         return handed
                 for processor in self.processors:
-                    with handle_internal_errors("downstream on_end"):
+                    with _ON_END_GUARD:
                         processor.on_end(span)
         finally:
             detach(token)
@@ -105,7 +109,7 @@ class Downstream:
                     if queue is not None and len(queue) >= queue.maxlen and not self._room(queue, give_up_at):  # type: ignore[operator]
                         lost += 1
                         continue
-                    with handle_internal_errors("downstream on_end"):
+                    with _ON_END_GUARD:
                         processor.on_end(span)
         finally:
             detach(token)

@@ -68,6 +68,9 @@ _LOST_LOG_INTERVAL_S = 60.0
 # After a shutdown's deadline, how long it waits for the worker to finish handing over (no
 # longer waiting for room) before it shuts the exporting processors down.
 _WORKER_FINISH_S = 5.0
+# The guards of the hooks the application calls for every span, made once (they keep no state).
+_ON_START_GUARD = handle_internal_errors("on_start")
+_ON_END_GUARD = handle_internal_errors("on_end")
 
 
 class AgentProfilerSpanProcessor(SpanProcessor):
@@ -195,7 +198,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if self._out.with_on_start:
             self._out.on_start(span, parent_context)
-        with handle_internal_errors("on_start"):
+        with _ON_START_GUARD:
             if self._shutdown:
                 return
             if self._worker is None:
@@ -209,7 +212,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         taken: tuple[list[UnprofiledSpans[ReadableSpan]], bool] | None = None
-        with handle_internal_errors("on_end"):
+        with _ON_END_GUARD:
             if self._shutdown:
                 self._export((span,))
                 return
