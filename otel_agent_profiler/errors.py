@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from types import TracebackType
 
 __all__ = [
     "AgentProfilerError",
@@ -76,9 +76,10 @@ _lock = threading.Lock()
 class InternalErrorLog:
     """How one part of the profiler reports the unexpected errors it catches to keep running.
 
-    ``report`` is called from an ``except`` block. Under the test suite it re-raises the error
-    being handled. Otherwise it logs it with its traceback: the first error of each key at
-    ``level``; later ones of the same key at ``repeat_level``, or not at all when that is None.
+    ``guard`` wraps a block or a function; ``report`` is for the few ``except`` blocks that need
+    the error itself. Under the test suite the error propagates. Otherwise it is logged with its
+    traceback: the first error of each key at ``level``; later ones of the same key at
+    ``repeat_level``, or not at all when that is None.
 
     Args:
         logger: where the errors are logged.
@@ -115,25 +116,48 @@ class InternalErrorLog:
         """
         if raise_internal_errors:
             raise  # called from an except block: re-raises the error being handled
+        self._log(key, args, True)
+
+    def guard(self, key: str, *args: object) -> _Guard:
+        """Catch and ``report`` any ``Exception`` raised in the block (or the decorated function).
+
+        Usable as ``with errors.guard("key"):`` and as ``@errors.guard("key")``. Only ``Exception``
+        is caught: ``KeyboardInterrupt`` and ``SystemExit`` still end the program. The guard is a
+        small object rather than a generator, as it runs on the application's thread on every span.
+        """
+        return _Guard(self, key, args)
+
+    def _log(self, key: str, args: tuple[object, ...], exc_info: bool | BaseException) -> None:
         with _lock:
             first = key not in _reported
             _reported.add(key)
         if first:
-            self._logger.log(self._level, self._message, *args, exc_info=True)
+            self._logger.log(self._level, self._message, *args, exc_info=exc_info)
         elif self._repeat_level is not None:
-            self._logger.log(self._repeat_level, self._repeat_message, *args, exc_info=True)
+            self._logger.log(self._repeat_level, self._repeat_message, *args, exc_info=exc_info)
 
-    @contextlib.contextmanager
-    def guard(self, key: str, *args: object) -> Iterator[None]:
-        """Catch and ``report`` any ``Exception`` raised in the block (or the decorated function).
 
-        Usable as ``with errors.guard("key"):`` and as ``@errors.guard("key")``. Only ``Exception``
-        is caught: ``KeyboardInterrupt`` and ``SystemExit`` still end the program.
-        """
-        try:
-            yield
-        except Exception:
-            self.report(key, *args)
+class _Guard(contextlib.ContextDecorator):
+    """What ``InternalErrorLog.guard`` returns: a context manager and a decorator. It keeps no
+    state between uses, so one guard may wrap many calls, on many threads at once."""
+
+    __slots__ = ("_args", "_errors", "_key")
+
+    def __init__(self, errors: InternalErrorLog, key: str, args: tuple[object, ...]) -> None:
+        self._errors = errors
+        self._key = key
+        self._args = args
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> bool:
+        if not isinstance(exc, Exception) or raise_internal_errors:
+            return False  # no error, an interrupt, or the test suite: it propagates unchanged
+        self._errors._log(self._key, self._args, exc)
+        return True
 
 
 _PLUGIN_ERRORS = InternalErrorLog(
@@ -142,7 +166,7 @@ _PLUGIN_ERRORS = InternalErrorLog(
 )
 
 
-def handle_internal_errors(where: str) -> contextlib.AbstractContextManager[None]:
+def handle_internal_errors(where: str) -> _Guard:
     """The plugin's guard: errors in the block are logged once per ``where`` and swallowed.
 
     A context manager and a decorator (``with handle_internal_errors("on_end"):``). Under the

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import ast
 import logging
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agent_profiler
 from otel_agent_profiler import errors
+from otel_agent_profiler.live.trace_assembly import TraceAssembly
+from otel_agent_profiler.plugin import processor as processor_module
+from otel_agent_profiler.plugin import wiring as wiring_module
+from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
 
 PACKAGE = Path(otel_agent_profiler.__file__).resolve().parent
 
@@ -88,3 +97,110 @@ def test_under_the_test_suite_the_guard_re_raises() -> None:
     assert errors.raise_internal_errors
     with pytest.raises(RuntimeError, match="surfaces"), errors.handle_internal_errors("suite"):
         raise RuntimeError("surfaces")
+
+
+# -- the guard on the plugin's hooks, as the application sees them ---------------------------------
+
+
+def _internal_error_logs(caplog: pytest.LogCaptureFixture, where: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if f"internal error in {where};" in r.getMessage()]
+
+
+def _profiler_with_a_broken_buffer(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, InMemorySpanExporter]:
+    def broken(*args: object, **kwargs: object) -> Any:
+        raise RuntimeError("the buffer broke")
+
+    monkeypatch.setattr(TraceAssembly, "span_started", broken)
+    monkeypatch.setattr(TraceAssembly, "span_ended", broken)
+    exported = InMemorySpanExporter()
+    profiler = AgentProfilerSpanProcessor(downstream=[SimpleSpanProcessor(exported)], metrics_enabled=False)
+    return profiler, exported
+
+
+def test_a_processor_hook_failing_inside_never_raises_into_the_app_and_logs_the_first_failure_once(
+    logged_not_raised: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    profiler, exported = _profiler_with_a_broken_buffer(monkeypatch)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(profiler)
+    tracer = provider.get_tracer("app")
+    with caplog.at_level(logging.ERROR):
+        for index in range(3):  # the app's own code: nothing of the profiler's failure reaches it
+            with tracer.start_as_current_span(f"request {index}"), tracer.start_as_current_span("llm"):
+                pass
+        provider.shutdown()
+    assert len(exported.get_finished_spans()) == 6  # every span still goes out, unprofiled
+    for hook in ("on_start", "on_end"):
+        logged = _internal_error_logs(caplog, hook)
+        assert len(logged) == 1, hook  # six failures of each hook, one line each
+        assert logged[0].levelno == logging.ERROR
+        assert logged[0].exc_info is not None and str(logged[0].exc_info[1]) == "the buffer broke"
+
+
+def test_under_the_test_suite_the_same_hook_failure_reaches_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    profiler, _ = _profiler_with_a_broken_buffer(monkeypatch)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(profiler)
+    with pytest.raises(RuntimeError, match="the buffer broke"):
+        provider.get_tracer("app").start_span("request")
+    profiler.shutdown()
+
+
+def test_hooks_guarded_by_the_decorator_log_once_and_return(
+    logged_not_raised: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args: object, **kwargs: object) -> Any:
+        raise RuntimeError("could not write the report")
+
+    monkeypatch.setattr(processor_module, "write_console_report", broken)
+    monkeypatch.setattr(wiring_module, "enabled_in_environment", broken)
+    with caplog.at_level(logging.ERROR):
+        for _ in range(2):
+            AgentProfilerSpanProcessor(console_report=True, metrics_enabled=False).shutdown()  # a method
+            assert wiring_module.post_instrument() is None  # the opentelemetry_post_instrument hook
+    assert len(_internal_error_logs(caplog, "console report")) == 1
+    assert len(_internal_error_logs(caplog, "post_instrument hook")) == 1
+
+
+def test_one_guard_serves_many_threads_at_once(logged_not_raised: None, caplog: pytest.LogCaptureFixture) -> None:
+    log = errors.InternalErrorLog(logging.getLogger("test.threads"), "failed in %s")
+    guard = log.guard("shared-guard", "a thread")
+    finished = []
+
+    @guard
+    def work(index: int) -> None:
+        if index % 2:
+            raise ValueError(index)
+        finished.append(index)
+
+    threads = [threading.Thread(target=work, args=(index,)) for index in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(finished) == list(range(0, 20, 2))
+    assert [r.getMessage() for r in caplog.records if r.name == "test.threads"] == ["failed in a thread"]
+
+
+# -- every except Exception says why it is not the guard ---------------------------------------------
+
+
+def _bare_catches() -> list[str]:
+    """``except Exception`` clauses outside errors.py with no comment on their line or the next."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "errors.py" and path.parent == PACKAGE:
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            if line.strip().startswith("except Exception"):
+                following = lines[number + 1].strip() if number + 1 < len(lines) else ""
+                if "#" not in line and not following.startswith("#"):
+                    found.append(f"{path.relative_to(PACKAGE)}:{number + 1}")
+    return found
+
+
+def test_every_except_exception_outside_the_guard_says_why() -> None:
+    # The profiler's own bugs go through InternalErrorLog.guard; an ``except Exception`` is for
+    # something else (an error turned into an answer, a count, a user's message) and says so.
+    assert _bare_catches() == []

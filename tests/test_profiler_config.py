@@ -6,21 +6,26 @@ replaced by the default, so a typo in the environment can never stop the applica
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typing_extensions import Unpack
 
+from otel_agent_profiler import install
 from otel_agent_profiler.core import CATEGORIES, PriceTable, TokenUsage, classify
 from otel_agent_profiler.plugin import environment_variables as env
 from otel_agent_profiler.plugin.config import (
     _OPTIONS,
     OPTION_NAMES,
     ProfilerConfig,
+    ProfilerOptions,
     enabled_in_environment,
     make_classifier,
     resolve_config,
@@ -222,6 +227,23 @@ def test_unknown_option_is_rejected() -> None:
         resolve_config(max_trace=3)
     with pytest.raises(ValueError):
         AgentProfilerSpanProcessor(sampling=0.5)
+
+
+def test_the_typed_options_are_the_configs_fields() -> None:
+    # ProfilerOptions is what a type checker holds install()'s and the processor's keywords to;
+    # an option added to (or renamed in) ProfilerConfig must be added there too, or this fails.
+    fields = {field.name for field in dataclasses.fields(ProfilerConfig)}
+    assert set(typing.get_type_hints(ProfilerOptions)) == fields == OPTION_NAMES
+    assert ProfilerOptions.__required_keys__ == frozenset()
+    for constructor in (AgentProfilerSpanProcessor.__init__, install):
+        assert typing.get_type_hints(constructor)["options"] == Unpack[ProfilerOptions], constructor
+
+
+def test_an_unknown_option_still_fails_at_run_time_with_its_name() -> None:
+    # The types catch it in a checked program; an unchecked one gets the same ValueError as ever.
+    unknown: dict[str, Any] = {"sampling": 0.5, "max_trace": 3}
+    with pytest.raises(ValueError, match=r"^unknown profiler option\(s\): max_trace, sampling$"):
+        AgentProfilerSpanProcessor(**unknown)
 
 
 def test_none_argument_means_not_given() -> None:

@@ -146,6 +146,7 @@ def parse_trace_bytes(data: bytes, path: str) -> TraceFile:
     except RecursionError:
         return TraceFile(path=path, format=None, problems=["JSON nested too deeply to read"])
     except Exception as exc:
+        # Not the guard: our bug becomes the file's problem line, which names the exception.
         _READER_BUGS.report("parse_trace_bytes", path)
         problem = f"could not be read: internal error ({type(exc).__name__}: {exc}); please report it"
         return TraceFile(path=path, format=None, problems=[problem])
@@ -368,6 +369,7 @@ def read_trace_document(document: Any, name: str) -> TraceFile:
     except RecursionError:
         trace_file.problems.append("JSON nested too deeply to read")
     except Exception as exc:
+        # Not the guard: our bug becomes the document's problem line, which names the exception.
         _READER_BUGS.report("read_trace_document", name)
         trace_file.problems.append(f"could not be read: internal error ({type(exc).__name__}: {exc}); please report it")
     return _check_not_empty(trace_file)

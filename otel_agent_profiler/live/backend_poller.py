@@ -119,7 +119,9 @@ class BackendPoller:
                 break
             try:
                 ok += self._scrape(url)
-            except Exception as exc:  # never into the application: counted, logged, polled again
+            except Exception as exc:
+                # Anything else a scrape raises (an odd opener or response, a bug of ours): counted
+                # and logged as that URL's failed scrape, polled again; never into the application.
                 self._failed(url, f"{type(exc).__name__}: {exc}")
         return ok
 

@@ -9,12 +9,13 @@ once, so that the same spans give the same attributes and metrics through either
 Each stage after the analysis can fail alone and costs only what it adds: the calls their
 servers' load, the spans their attributes, the trace its place in the averages or its metrics.
 A failed analysis costs the trace its profile: its spans go out as they came, counted
-``unprofiled_error``. Every failure goes through one guard (``_failed``) to the caller's report.
+``unprofiled_error``. Every failure goes through one guard (``_guard``) to the caller's report.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,37 +98,29 @@ class ProfilingStep:
         """
         trace_id = records[0].trace_id if records else ""
         options = self.options
-        try:
+        profile: TraceProfile | None = None
+        with self._guard("profiling", trace_id):
             profile = profile_trace(list(records), options.classifier, options.prices, recorded=RECORDED_ATTRIBUTES)
-        except Exception:
-            self._failed("profiling", trace_id)
+        if profile is None:
             self._count_unprofiled(len(records))
             return ProfiledTrace(None, [None] * len(records))
         if self.backend_load is not None:
-            try:
+            with self._guard("backend load", trace_id):
                 attach_backend_load(profile, self.backend_load)
-            except Exception:
-                self._failed("backend load", trace_id)
+        # Each span left as it came unless its attributes are all computed.
         attributes: list[dict[str, Any] | None] = [None] * len(records)
         if self.enrich:
-            try:
+            with self._guard("enrichment", trace_id):
                 attributes = self._attributes(records, profile, complete)
-            except Exception:
-                self._failed("enrichment", trace_id)
-                attributes = [None] * len(records)
         if self.programs is not None:
-            try:
+            with self._guard("programs", trace_id):
                 self.programs.add(profile)
-            except Exception:
-                self._failed("programs", trace_id)
-        try:
+        with self._guard("metrics", trace_id):
             metrics = self._metrics()
             if metrics is not None:
                 metrics.record(profile)
                 metrics.count_spans("profiled", len(records))
                 metrics.count_trace(outcome)
-        except Exception:
-            self._failed("metrics", trace_id)
         return ProfiledTrace(profile, attributes)
 
     def _attributes(
@@ -152,14 +145,18 @@ class ProfilingStep:
         return attributes
 
     def _count_unprofiled(self, spans: int) -> None:
-        try:
+        with self._guard("metrics", ""):
             metrics = self._metrics()
             if metrics is not None:
                 metrics.count_spans(ERROR, spans)
-        except Exception:
-            self._failed("metrics", "")
 
-    def _failed(self, where: str, trace_id: str) -> None:
-        # The one guard: called from an except block; the caller's report logs (or, under the
-        # test suite, re-raises) the error being handled.
-        self._report_error(where, trace_id)
+    @contextlib.contextmanager
+    def _guard(self, where: str, trace_id: str) -> Iterator[None]:
+        """The step's one guard: a failure in the block goes to the caller's report."""
+        try:
+            yield
+        except Exception:
+            # Not InternalErrorLog.guard: the plugin and serve log failures differently (once per
+            # stage; every one, with its trace), so their report is called from here, where it can
+            # log (or, under the test suite, re-raise) the error being handled.
+            self._report_error(where, trace_id)

@@ -256,6 +256,7 @@ def profile_groups(
         try:
             profiles.append(profile_trace(spans, classifier, prices, recorded=RECORDED_ATTRIBUTES))
         except Exception as exc:
+            # Not the guard: the error line the user reads names the exception.
             PROFILING_BUGS.report("profile_trace", trace_id)
             on_error_line(f"trace {trace_id}: could not be profiled: internal error ({type(exc).__name__}: {exc})")
         if after_each is not None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, TypedDict
 
 from ..core.analyze import Classifier
 from ..core.pricing import PriceTable, parse_prices
@@ -43,6 +44,31 @@ class ProfilerConfig:
     def profile_options(self) -> ProfileOptions:
         """The options of the live profiling step (``live/profiling.py``)."""
         return ProfileOptions(self.classifier(), self.prices)
+
+
+class ProfilerOptions(TypedDict, total=False):
+    """The keyword options of ``install()`` and ``AgentProfilerSpanProcessor``, so that a type
+    checker catches a misspelled one: the fields of ``ProfilerConfig``, each in the forms an
+    argument may take (a test holds the two to the same names). An option left out, or None,
+    comes from its environment variable, then the default."""
+
+    max_traces: int | None
+    max_spans_per_trace: int | None
+    trace_timeout_s: float | None
+    sample_rate: float | None
+    #: ``pattern=category,...`` text, a mapping of span-name patterns to categories, or pairs.
+    category_overrides: str | Mapping[str, str] | Iterable[tuple[str, str]] | None
+    #: A price table, its mapping, JSON text, or the path of a JSON file.
+    prices: PriceTable | Mapping[str, Mapping[str, float]] | str | Path | None
+    metrics_enabled: bool | None
+    enrich_spans: bool | None
+    console_report: bool | None
+    max_operations: int | None
+    max_buffer_bytes: int | None
+    shutdown_timeout_s: float | None
+    #: Metrics URLs: comma-separated text, or one per item.
+    backend_metrics: str | Iterable[str] | None
+    backend_metrics_interval_s: float | None
 
 
 # Parsers turn a value (from an argument or the environment) into the option's value, or raise

@@ -96,6 +96,16 @@ _TELEMETRY_FAILURES = InternalErrorLog(
     repeat_level=logging.DEBUG,
     repeat_message="otel_agent_profiler could not %s a span",
 )
+# One key for every decorator and action: only the very first failure is a warning. The guards
+# keep no state, so each is made once: a decorated call goes through five of them.
+_TELEMETRY = "decorator telemetry"
+_GUARD_START = _TELEMETRY_FAILURES.guard(_TELEMETRY, "start")
+_GUARD_ACTIVATE = _TELEMETRY_FAILURES.guard(_TELEMETRY, "activate")
+_GUARD_DEACTIVATE = _TELEMETRY_FAILURES.guard(_TELEMETRY, "deactivate")
+_GUARD_RECORD_OUTCOME = _TELEMETRY_FAILURES.guard(_TELEMETRY, "record the outcome of")
+_GUARD_END = _TELEMETRY_FAILURES.guard(_TELEMETRY, "end")
+_GUARD_ADD_CHUNK = _TELEMETRY_FAILURES.guard(_TELEMETRY, "add a chunk event to")
+_GUARD_CALL_ID = _TELEMETRY_FAILURES.guard(_TELEMETRY, "read the call id for")
 
 
 def _get_tracer() -> trace.Tracer:
@@ -109,36 +119,27 @@ def _get_tracer() -> trace.Tracer:
     return tracer
 
 
-def _report_failure(action: str) -> None:
-    # One key for every decorator and action: only the very first failure is a warning.
-    _TELEMETRY_FAILURES.report("decorator telemetry", action)
-
-
 def _start_span(name: str, attributes: Attributes) -> Span | None:
-    try:
-        return _get_tracer().start_span(name, kind=_INTERNAL, attributes=attributes)
-    except Exception:
-        _report_failure("start")
-        return None
+    span = None  # no span when telemetry fails: the code runs untraced
+    with _GUARD_START:
+        span = _get_tracer().start_span(name, kind=_INTERNAL, attributes=attributes)
+    return span
 
 
 def _attach(span: Span | None) -> Token[Context] | None:
     if span is None:
         return None
-    try:
-        return otel_context.attach(trace.set_span_in_context(span))
-    except Exception:
-        _report_failure("activate")
-        return None
+    token = None
+    with _GUARD_ACTIVATE:
+        token = otel_context.attach(trace.set_span_in_context(span))
+    return token
 
 
 def _detach(token: Token[Context] | None) -> None:
     if token is None:
         return
-    try:
+    with _GUARD_DEACTIVATE:
         otel_context.detach(token)
-    except Exception:
-        _report_failure("deactivate")
 
 
 def _error_type(exc: BaseException) -> str:
@@ -153,7 +154,7 @@ def _error_type(exc: BaseException) -> str:
 def _end(span: Span | None, exc: BaseException | None, chunks: int | None = None) -> None:
     if span is None:
         return
-    try:
+    with _GUARD_RECORD_OUTCOME:
         if chunks is not None:
             span.set_attribute(CHUNK_COUNT_ATTRIBUTE, chunks)
         if exc is None or isinstance(exc, _NOT_ERRORS):
@@ -166,21 +167,15 @@ def _end(span: Span | None, exc: BaseException | None, chunks: int | None = None
             span.record_exception(exc)
             span.set_attribute(_ERROR_TYPE, _error_type(exc))
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-    except Exception:
-        _report_failure("record the outcome of")
-    try:
+    with _GUARD_END:
         span.end()
-    except Exception:
-        _report_failure("end")
 
 
 def _add_chunk(span: Span | None, index: int) -> None:
     if span is None:
         return
-    try:
+    with _GUARD_ADD_CHUNK:
         span.add_event(CHUNK_EVENT_NAME, {CHUNK_INDEX_ATTRIBUTE: index})
-    except Exception:
-        _report_failure("add a chunk event to")
 
 
 def _as_attribute(value: Any) -> str:
@@ -203,15 +198,12 @@ class _SpanSpec:
 
 
 def _start_call_span(spec: _SpanSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Span | None:
-    try:
-        attributes = spec.attributes
-        if spec.call_id_of is not None:
+    attributes = spec.attributes  # kept when the call id cannot be read
+    if spec.call_id_of is not None:
+        with _GUARD_CALL_ID:
             call_id = spec.call_id_of(args, kwargs)
             if call_id is not None:
                 attributes = {**attributes, _TOOL_CALL_ID: _as_attribute(call_id)}
-    except Exception:
-        _report_failure("read the call id for")
-        attributes = spec.attributes
     return _start_span(spec.name, attributes)
 
 

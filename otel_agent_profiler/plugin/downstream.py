@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
 from .._sdk_internals import batch_queue
-from ..errors import report_internal_error
+from ..errors import handle_internal_errors
 
 # Key the OpenTelemetry SDK and instrumentations check to keep exporter traffic untraced.
 _SUPPRESS_INSTRUMENTATION_KEY = "suppress_instrumentation"
@@ -35,6 +35,10 @@ STALL_S = 30.0
 _SLACK = 64
 _FIRST_SLEEP_S = 0.0005
 _LONGEST_SLEEP_S = 0.05
+
+# The guards of the calls made for every span, made once (they keep no state).
+_ON_START_GUARD = handle_internal_errors("downstream on_start")
+_ON_END_GUARD = handle_internal_errors("downstream on_end")
 
 # Processors whose on_start is known to do nothing; calling them on the app's thread is waste.
 _NO_OP_ON_START = {SpanProcessor.on_start, BatchSpanProcessor.on_start, SimpleSpanProcessor.on_start}
@@ -69,10 +73,8 @@ class Downstream:
 
     def on_start(self, span: Span, parent_context: Context | None) -> None:
         for processor in self.with_on_start:
-            try:
+            with _ON_START_GUARD:
                 processor.on_start(span, parent_context=parent_context)
-            except Exception:
-                report_internal_error("downstream on_start")
 
     def hand(self, spans: Sequence[ReadableSpan]) -> int:
         """Hand spans over now, in order, while every queue has room (the application's thread:
@@ -85,10 +87,8 @@ class Downstream:
                     if len(queue) >= limit:
                         return handed
                 for processor in self.processors:
-                    try:
+                    with _ON_END_GUARD:
                         processor.on_end(span)
-                    except Exception:
-                        report_internal_error("downstream on_end")
         finally:
             detach(token)
         return len(spans)
@@ -109,10 +109,8 @@ class Downstream:
                     if queue is not None and len(queue) >= queue.maxlen and not self._room(queue, give_up_at):  # type: ignore[operator]
                         lost += 1
                         continue
-                    try:
+                    with _ON_END_GUARD:
                         processor.on_end(span)
-                    except Exception:
-                        report_internal_error("downstream on_end")
         finally:
             detach(token)
         return lost
@@ -151,16 +149,13 @@ class Downstream:
         flushed = True
         for processor in self.processors:
             remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
-            try:
-                flushed = processor.force_flush(remaining_ms) and flushed
-            except Exception:
-                report_internal_error("downstream force_flush")
-                flushed = False
+            result = False  # what a processor that fails to flush counts as
+            with handle_internal_errors("downstream force_flush"):
+                result = processor.force_flush(remaining_ms)
+            flushed = result and flushed
         return flushed
 
     def shutdown(self) -> None:
         for processor in self.processors:
-            try:
+            with handle_internal_errors("downstream shutdown"):
                 processor.shutdown()
-            except Exception:
-                report_internal_error("downstream shutdown")

@@ -37,6 +37,8 @@ class AccountingSpanExporter(SpanExporter):
         try:
             result = self.exporter.export(spans)
         except Exception:
+            # Not an error of ours: the exporter's, counted as not exported and raised on to the
+            # batch processor, which handles it as it would without the profiler.
             with self._lock:
                 self.failed += len(spans)
             raise

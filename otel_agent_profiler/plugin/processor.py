@@ -30,10 +30,12 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from typing_extensions import Unpack
 
 from ..adapters.sdk_spans import records_from_spans
 from ..core.profile import TraceProfile
-from ..errors import report_internal_error
+from ..core.records import SpanRecord
+from ..errors import handle_internal_errors, report_internal_error
 from ..live.backend_poller import BackendPoller
 from ..live.profile_metrics import ProfileMetrics
 from ..live.profiling import ProfilingStep
@@ -48,7 +50,7 @@ from ..live.trace_assembly import (
     UnprofiledSpans,
 )
 from ..report.console import write_console_report
-from .config import ProfilerConfig, resolve_config
+from .config import ProfilerConfig, ProfilerOptions, resolve_config
 from .downstream import Downstream
 from .enriched_span import EnrichedSpan
 from .export_accounting import AccountingSpanExporter
@@ -66,6 +68,9 @@ _LOST_LOG_INTERVAL_S = 60.0
 # After a shutdown's deadline, how long it waits for the worker to finish handing over (no
 # longer waiting for room) before it shuts the exporting processors down.
 _WORKER_FINISH_S = 5.0
+# The guards of the hooks the application calls for every span, made once (they keep no state).
+_ON_START_GUARD = handle_internal_errors("on_start")
+_ON_END_GUARD = handle_internal_errors("on_end")
 
 
 class AgentProfilerSpanProcessor(SpanProcessor):
@@ -77,15 +82,15 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             ``span_exporter``. With neither, the processor only profiles: metrics and the
             console report work, and spans are exported by whatever else the provider has.
         meter_provider: for the profile metrics; the global one by default.
-        **options: any of the options in ``otel_agent_profiler.plugin.config.ProfilerConfig``
-            (``max_traces``, ``max_spans_per_trace``, ``trace_timeout_s``, ``sample_rate``,
-            ``category_overrides``, ``prices``, ``metrics_enabled``, ``enrich_spans``,
-            ``console_report``, ``max_operations``, ``max_buffer_bytes``, ``shutdown_timeout_s``,
-            ``backend_metrics``, ``backend_metrics_interval_s``); unset ones come from the
-            ``OTEL_AGENT_PROFILER_*`` environment variables, then the defaults.
+        **options: any of the options of ``ProfilerOptions`` (``max_traces``,
+            ``max_spans_per_trace``, ``trace_timeout_s``, ``sample_rate``, ``category_overrides``,
+            ``prices``, ``metrics_enabled``, ``enrich_spans``, ``console_report``,
+            ``max_operations``, ``max_buffer_bytes``, ``shutdown_timeout_s``, ``backend_metrics``,
+            ``backend_metrics_interval_s``); unset ones come from the ``OTEL_AGENT_PROFILER_*``
+            environment variables, then the defaults.
 
     Raises:
-        ValueError: an option has a value that cannot be used.
+        ValueError: an unknown option, or an option with a value that cannot be used.
     """
 
     def __init__(
@@ -94,7 +99,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         *,
         downstream: Sequence[SpanProcessor] = (),
         meter_provider: MeterProvider | None = None,
-        **options: Any,
+        **options: Unpack[ProfilerOptions],
     ) -> None:
         self.config: ProfilerConfig = resolve_config(**options)
         self._out = Downstream(downstream)
@@ -193,7 +198,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if self._out.with_on_start:
             self._out.on_start(span, parent_context)
-        try:
+        with _ON_START_GUARD:
             if self._shutdown:
                 return
             if self._worker is None:
@@ -204,11 +209,10 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 return
             for group in self._buffer.span_started(context.trace_id, context.span_id):
                 self._hand_to_worker(group)
-        except Exception:
-            report_internal_error("on_start")
 
     def on_end(self, span: ReadableSpan) -> None:
-        try:
+        taken: tuple[list[UnprofiledSpans[ReadableSpan]], bool] | None = None
+        with _ON_END_GUARD:
             if self._shutdown:
                 self._export((span,))
                 return
@@ -221,13 +225,12 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 return
             parent = span.parent
             is_local_root = parent is None or parent.is_remote
-            unprofiled, ready = self._buffer.span_ended(
-                context.trace_id, context.span_id, span, is_local_root, span_size(span)
-            )
-        except Exception:
-            report_internal_error("on_end")
+            taken = self._buffer.span_ended(context.trace_id, context.span_id, span, is_local_root, span_size(span))
+        if taken is None:
+            # The profiler failed on this span (logged by the guard): it goes out as it came.
             self._export((span,))
             return
+        unprofiled, ready = taken
         for group in unprofiled:
             # A late span goes out at once, as it would without the profiler; what a cap pushed
             # out (a whole trace, or a later span of one, kept in order behind it) goes via the worker.
@@ -282,24 +285,19 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._wake.clear()
             if self._stopping:
                 break
-            try:
-                with self._process_lock:
-                    self._out.notice_room()
-                    self._export_pushed_out()
-                    self._process(self._buffer.take_ready(), complete=True)
-                    self._process(self._buffer.take_expired(), complete=False, outcome="timed_out")
-                    self._report_sampled_out()
-                    self._log_lost(final=False)
-            except Exception:
-                report_internal_error("worker")
+            with handle_internal_errors("worker"), self._process_lock:
+                self._out.notice_room()
+                self._export_pushed_out()
+                self._process(self._buffer.take_ready(), complete=True)
+                self._process(self._buffer.take_expired(), complete=False, outcome="timed_out")
+                self._report_sampled_out()
+                self._log_lost(final=False)
 
     def _process(self, states: Iterable[TraceState[ReadableSpan]], *, complete: bool, outcome: str = "") -> None:
         for state in states:
             # One trace that fails must not cost the others of the batch.
-            try:
+            with handle_internal_errors("worker"):
                 self._profile_and_export(state, complete, outcome or "complete")
-            except Exception:
-                report_internal_error("worker")
 
     def _profile_and_export(
         self, state: TraceState[ReadableSpan], complete: bool, outcome: str, give_up_at: float | None = None
@@ -307,10 +305,10 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         spans = state.spans
         if not spans:
             return
-        try:
+        records: list[SpanRecord] | None = None
+        with handle_internal_errors("profiling"):
             records = records_from_spans(spans)
-        except Exception:
-            report_internal_error("profiling")
+        if records is None:
             self._export_unprofiled(UnprofiledSpans(ERROR, spans), give_up_at, paced=True)
             return
         # Profiled, enriched and its metrics recorded before the export, so whoever sees the spans
@@ -326,13 +324,11 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             for span, extra in zip(spans, profiled.attributes, strict=True)
         ]
         self._export_paced(exported, give_up_at)
-        try:
+        with handle_internal_errors("profile release"):
             if not self.config.console_report:
                 # Nothing will draw its tree: unlinked, it is freed without the garbage collector.
                 profile.release()
             self._recent.append(profile)
-        except Exception:
-            report_internal_error("profile release")
 
     def _report_sampled_out(self) -> None:
         # Counted here, off the application's thread, rather than once per span in on_end.
@@ -356,8 +352,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             try:
                 self._metrics = ProfileMetrics(self._meter_provider, self.config.max_operations)
             except Exception as exc:
-                # The meter provider is the application's: one that cannot make our instruments
-                # costs the metrics, never the spans.
+                # Not the guard: the meter provider is the application's, not our bug. One that
+                # cannot make our instruments turns the metrics off (warned once), never the spans.
                 self._metrics_on = False
                 _logger.warning(
                     "otel-agent-profiler: cannot create the profile metrics (%s: %s); spans are still "
@@ -371,10 +367,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
     def _count(self, outcome: str, spans: int) -> None:
         metrics = self._profile_metrics()
         if metrics is not None:
-            try:
+            with handle_internal_errors("metrics"):
                 metrics.count_spans(outcome, spans)
-            except Exception:
-                report_internal_error("metrics")
 
     # -- export ----------------------------------------------------------------------------
 
@@ -415,9 +409,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             except IndexError:
                 return
             try:
-                self._export_unprofiled(group, give_up_at, paced=True)
-            except Exception:
-                report_internal_error("worker")
+                with handle_internal_errors("worker"):
+                    self._export_unprofiled(group, give_up_at, paced=True)
             finally:
                 self._pushed_out_bytes -= group.size
 
@@ -447,25 +440,22 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             return False
         on_time = True
         try:
-            # What a cap pushed out is older than anything still held.
-            self._export_pushed_out(deadline)
-            ready, incomplete = self._buffer.take_all()
-            # Flush and shutdown promise that every ended span is exported, so a trace still
-            # running is profiled with what it has; its later spans will be exported unprofiled.
-            work = [(state, True, "complete") for state in ready]
-            work += [(state, False, "flushed") for state in incomplete]
-            for state, complete, outcome in work:
-                try:
-                    if time.monotonic() >= deadline:
-                        on_time = False
-                        self._export_unprofiled(UnprofiledSpans(FLUSH_TIMEOUT, state.spans), deadline, paced=True)
-                    else:
-                        self._profile_and_export(state, complete, outcome, deadline)
-                except Exception:
-                    report_internal_error("flush")
-            self._report_sampled_out()
-        except Exception:
-            report_internal_error("flush")
+            with handle_internal_errors("flush"):
+                # What a cap pushed out is older than anything still held.
+                self._export_pushed_out(deadline)
+                ready, incomplete = self._buffer.take_all()
+                # Flush and shutdown promise that every ended span is exported, so a trace still
+                # running is profiled with what it has; its later spans will be exported unprofiled.
+                work = [(state, True, "complete") for state in ready]
+                work += [(state, False, "flushed") for state in incomplete]
+                for state, complete, outcome in work:
+                    with handle_internal_errors("flush"):
+                        if time.monotonic() >= deadline:
+                            on_time = False
+                            self._export_unprofiled(UnprofiledSpans(FLUSH_TIMEOUT, state.spans), deadline, paced=True)
+                        else:
+                            self._profile_and_export(state, complete, outcome, deadline)
+                self._report_sampled_out()
         finally:
             self._process_lock.release()
         return on_time
@@ -509,15 +499,14 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._print_console_report()
         self._out.shutdown()
 
+    @handle_internal_errors("console report")
     def _print_console_report(self) -> None:
-        try:
-            write_console_report(sys.stderr, list(self._recent), self._profiled_traces)
-        except Exception:
-            report_internal_error("console report")
+        write_console_report(sys.stderr, list(self._recent), self._profiled_traces)
 
 
 def _report_profiling_error(where: str, trace_id: str) -> None:
-    # Inside the application a failure is logged once per stage, whatever the trace.
+    # The profiling step's report (called from its guard): inside the application a failure is
+    # logged once per stage, whatever the trace.
     report_internal_error(where)
 
 

@@ -28,10 +28,11 @@ from opentelemetry.environment_variables import OTEL_METRICS_EXPORTER, OTEL_TRAC
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from typing_extensions import Unpack
 
 from .._sdk_internals import SdkConfigurator, configure_sdk, replace_span_processors, span_processors
-from ..errors import report_internal_error
-from .config import enabled_in_environment
+from ..errors import handle_internal_errors
+from .config import ProfilerOptions, enabled_in_environment
 from .export_accounting import AccountingSpanExporter
 from .processor import AgentProfilerSpanProcessor
 
@@ -54,7 +55,7 @@ def install(
     *,
     span_exporter: SpanExporter | None = None,
     meter_provider: MeterProvider | None = None,
-    **options: Any,
+    **options: Unpack[ProfilerOptions],
 ) -> AgentProfilerSpanProcessor:
     """Profile every trace of ``tracer_provider`` (default: the global one).
 
@@ -66,7 +67,7 @@ def install(
         tracer_provider: an SDK ``TracerProvider``; the global one when omitted.
         span_exporter: an extra exporter for the enriched spans.
         meter_provider: for the profile metrics; the global one when omitted.
-        **options: profiler options (see ``AgentProfilerSpanProcessor``).
+        **options: profiler options (``ProfilerOptions``; see ``AgentProfilerSpanProcessor``).
 
     Returns:
         The profiler.
@@ -156,10 +157,11 @@ class AgentProfilerConfigurator(SdkConfigurator):
             return
         os.environ.setdefault(OTEL_TRACES_EXPORTER, "otlp")
         os.environ.setdefault(OTEL_METRICS_EXPORTER, "otlp")
-        try:
+        profiler: AgentProfilerSpanProcessor | None = None
+        with handle_internal_errors("configurator"):
             profiler = AgentProfilerSpanProcessor()
-        except Exception:
-            report_internal_error("configurator")
+        if profiler is None:
+            # It could not be made (logged by the guard): the SDK's setup without the profiler.
             configure_sdk(self, **kwargs)
             return
         make_exporting: Callable[[SpanExporter], SpanProcessor] = kwargs.get("export_span_processor") or (
@@ -176,14 +178,12 @@ class AgentProfilerConfigurator(SdkConfigurator):
         _flush_before_providers_shut_down(profiler)
 
 
+@handle_internal_errors("post_instrument hook")
 def post_instrument(*_: Any, **__: Any) -> None:
     """The ``opentelemetry_post_instrument`` hook: wire the profiler in if no one has yet."""
-    try:
-        if not enabled_in_environment():
-            return
-        provider = trace.get_tracer_provider()
-        if not isinstance(provider, TracerProvider):
-            return
-        _flush_before_providers_shut_down(find_profiler(provider) or install(provider))
-    except Exception:
-        report_internal_error("post_instrument hook")
+    if not enabled_in_environment():
+        return
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        return
+    _flush_before_providers_shut_down(find_profiler(provider) or install(provider))

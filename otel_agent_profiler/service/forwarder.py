@@ -260,6 +260,8 @@ class Forwarder:
             try:
                 self._exporter.export(request)
             except Exception as exc:
+                # The upstream's answer, not a bug of ours: network errors and error statuses are
+                # retried or counted as failed, as OTLP says (``retryable``).
                 if not retryable(exc):
                     self.failing = True
                     logger.warning(

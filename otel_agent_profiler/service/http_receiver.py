@@ -302,6 +302,7 @@ class _Handler:
             logger.info("client %s disconnected: %s", _peer(request), type(exc).__name__)
             return _error(400, "connection lost", close=True)  # nobody reads it: aiohttp drops it
         except Exception:
+            # Not the guard: our bug becomes the sender's 500, next to the answers above.
             _RECEIVE_ERRORS.report("serve http request")
             return _error(500, "internal error", close=True)
 
@@ -447,6 +448,7 @@ class _Handler:
         except Overloaded as exc:
             return _error(503, f"{exc}; retry later", {"Retry-After": str(RETRY_AFTER_S)})
         except Exception:
+            # Not the guard: our bug becomes the sender's 500, where Overloaded becomes its 503.
             _RECEIVE_ERRORS.report("serve receive")
             return _error(500, "internal error", close=True)
         if content_type == _JSON:

@@ -247,10 +247,10 @@ class Pipeline:
     def _profile(self, pending: TraceState[HeldSpan], *, complete: bool) -> list[tuple[Origin, Any]]:
         """Profile one trace; returns its spans to forward (enriched, or as received if profiling failed)."""
         held = pending.spans
-        try:
-            records: list[SpanRecord] = [record for item in held if (record := item.record) is not None]
-        except Exception:
-            _report_profiling_error("profiling", str(pending.trace_id))
+        records: list[SpanRecord] | None = None
+        with _PROFILING_ERRORS.guard("serve profiling", "profiling", pending.trace_id, CONSEQUENCES["profiling"]):
+            records = [record for item in held if (record := item.record) is not None]
+        if records is None:
             if self.metrics is not None:
                 self.metrics.count_spans(ERROR, len(held))
             return [(item.origin, item.span) for item in held]

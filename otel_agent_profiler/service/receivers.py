@@ -100,6 +100,8 @@ class ExportService:
         except Overloaded as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"{exc}; retry later")
         except Exception:
+            # Not the guard: our bug becomes the sender's INTERNAL status, and abort raises, so it
+            # must come after the report, outside any guard.
             _RECEIVE_ERRORS.report("serve receive")
             context.abort(grpc.StatusCode.INTERNAL, "internal error")
         return self._signal.response_class()
