@@ -4,7 +4,7 @@ The profiler reaches past the SDK's public API in a few places: where the public
 much on a per-span path (every property read is a Python call, ``events`` copies a locked list),
 and where there is no public road at all (putting a processor in front of a provider's
 exporting processors, naming an exporter's endpoint). Each such use is named here, with the
-code that depends on it. ``tests/test_sdk_internals.py`` checks every one against the installed
+code that depends on it. ``tests/plugin/test_sdk_internals.py`` checks every one against the installed
 SDK, so an SDK release that changes one fails there, by name, rather than somewhere downstream.
 
 Callers keep a public fallback for each (except the configurator, which is the SDK's documented

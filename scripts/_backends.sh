@@ -97,7 +97,7 @@ ensure_backends() {
     ensure_openssl
 }
 
-# The "bare" environment for the end-to-end comparison (tests/test_e2e_live.py): the same pinned
+# The "bare" environment for the end-to-end comparison (tests/plugin/test_e2e_live.py): the same pinned
 # OpenTelemetry packages as .venv (constraints.txt), the plain SDK configurator of
 # opentelemetry-distro, the OpenAI client and its instrumentation, and NOT otel-agent-profiler.
 # The tests run the same app under both and check that ours only adds agent_profiler.* attributes.
@@ -143,7 +143,7 @@ ensure_bare_venv() {
     echo "$want" > "$stamp"
 }
 
-# Headless Chromium for the HTML report's browser test (tests/test_html_report_browser.py):
+# Headless Chromium for the HTML report's browser test (tests/report/test_html_report_browser.py):
 # Debian's package, /usr/bin/chromium; installed once.
 ensure_chromium() {
     if [ -x /usr/bin/chromium ]; then
@@ -164,7 +164,7 @@ ensure_chromium() {
 }
 
 # The openssl command makes the self-signed certificate of the trace-store TLS test
-# (tests/test_stores.py); Debian's package, usually present already.
+# (tests/stores/test_stores.py); Debian's package, usually present already.
 ensure_openssl() {
     if command -v openssl >/dev/null 2>&1; then
         return 0

@@ -1,25 +1,27 @@
-"""Shared test setup: helper modules importable, internal errors raised, real backends for e2e tests."""
+"""Shared test setup: internal errors raised, real backends for e2e tests."""
 
-# The helper modules in tests/ (``span_builders``) are importable under any import mode.
+# Import mode: pytest's default ("prepend"). tests/ and every folder in it are packages (``__init__.py``),
+# so a test module is imported as ``tests.<part>.test_x``: test files of the same name in two folders do
+# not clash, a test may import another (``from tests.cli.test_cli import SPANS``) and gets the module pytest
+# collected, and this file is ``tests.conftest``. The rootdir, the first directory up without an
+# ``__init__.py``, is put first on the module search path; pyproject's ``pythonpath = ["."]`` puts it there
+# too, whatever the invocation. Shared helpers are imported as ``tests.support.<module>``, paths come from
+# ``tests.support.paths``, benchmark generators as ``benchmarks.<module>``: no test edits the search path.
+# tests/conformance/ is a package too (``tests.conformance.harness``); its apps/ run as scripts in other
+# virtual environments and are never imported here. (``--import-mode=importlib`` would also work, but test
+# modules importing each other would then get a second copy of the module.)
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-
-_TESTS_DIR = str(Path(__file__).resolve().parent)
-if _TESTS_DIR not in sys.path:
-    sys.path.insert(0, _TESTS_DIR)
-
 
 # --------------------------------------------------------------------------------------------------------------
 # The profiler's own bugs fail tests: in production it logs the errors it catches to keep the app running
 # (otel_agent_profiler/errors.py); here they are re-raised. Tests of the production behaviour ask for
 # ``never_raise``.
+import pytest
 
-import pytest  # noqa: E402
-
-from otel_agent_profiler import errors as _errors  # noqa: E402
+from otel_agent_profiler import errors as _errors
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +37,7 @@ def never_raise(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Real OTLP backends for the end-to-end tests (tests/backends.py): rotel, Arize Phoenix, Prometheus.
+# Real OTLP backends for the end-to-end tests (tests/support/backends.py): rotel, Arize Phoenix, Prometheus.
 # Installed by scripts/test; a missing one fails the test with that hint (never a skip).
 # Logs: test-artifacts/backends/latest/ (phoenix/, and e2e/<test id>/ for per-test backends).
 
@@ -43,7 +45,7 @@ import uuid  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
-from backends import BackendNotInstalled, Phoenix, Prometheus, Rotel, artifact_dir  # noqa: E402
+from tests.support.backends import BackendNotInstalled, Phoenix, Prometheus, Rotel, artifact_dir  # noqa: E402
 
 
 def _test_artifacts(request: pytest.FixtureRequest) -> Callable[[], Path]:

@@ -25,7 +25,7 @@ CATEGORIES: tuple[str, ...] = (LLM, EMBEDDING, TOOL, AGENT, RETRIEVAL, MEMORY, I
 #: Attribute that lets the user (or our decorators) force a category. It stays in the core, unlike
 #: the attributes the profiler records for itself (``adapters/recorded_attributes.py``): it is an
 #: input convention the classification understands, as it understands the GenAI conventions, and
-#: public API (``tests/test_layout.py`` lists the ``agent_profiler.`` names the core may hold).
+#: public API (``tests/project/test_layout.py`` lists the ``agent_profiler.`` names the core may hold).
 CATEGORY_OVERRIDE_ATTRIBUTE = "agent_profiler.category"
 
 _GENAI_OPERATIONS: Mapping[str, str] = {

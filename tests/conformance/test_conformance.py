@@ -16,8 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from backends import artifact_dir
-from harness import (
+
+from demo.fake_llm import FakeOpenAIServer
+from otel_agent_profiler import SpanProfile, TokenUsage
+from otel_agent_profiler.core.genai import strip_snapshot
+from tests.conformance.harness import (
     FAST_TOOL,
     PREFIX,
     ROOT,
@@ -39,10 +42,7 @@ from harness import (
     snapshot_recorded,
     tool_span,
 )
-
-from demo.fake_llm import FakeOpenAIServer
-from otel_agent_profiler import SpanProfile, TokenUsage
-from otel_agent_profiler.core.genai import strip_snapshot
+from tests.support.backends import artifact_dir
 
 pytestmark = [pytest.mark.e2e, pytest.mark.conformance]
 

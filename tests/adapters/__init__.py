@@ -1,0 +1,1 @@
+"""Tests of the input and output formats (otel_agent_profiler.adapters)."""

@@ -1,0 +1,1 @@
+"""Tests of the cross-trace analytics (otel_agent_profiler.analytics)."""

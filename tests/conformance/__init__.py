@@ -1,0 +1,1 @@
+"""Conformance: real agent frameworks in their own virtual environments."""

@@ -1,0 +1,1 @@
+"""Tests of the analysis core (otel_agent_profiler.core)."""

@@ -1,0 +1,1 @@
+"""Tests of live profiling: enrichment, metrics, backend polling (otel_agent_profiler.live)."""

@@ -1,0 +1,1 @@
+"""Tests of the offline pipeline: on-disk shards, worker processes, bad inputs."""

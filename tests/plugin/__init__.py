@@ -1,0 +1,1 @@
+"""Tests of the OpenTelemetry plugin: processor, wiring, decorators (otel_agent_profiler.plugin)."""

@@ -1,0 +1,493 @@
+"""Faults in the application: the profiler loses no span the same pipeline without it would deliver.
+
+Each test first reproduced a defect an audit found (README "Delivery guarantees"), with real SDK
+parts: a ``TracerProvider``, the SDK's ``BatchSpanProcessor`` and exporters that are slow, fail or
+count what they receive. Every test prints ``sent / delivered / lost`` for its scenario; ``lost``
+is what the profiler counted and logged as not delivered (``agent_profiler.spans`` outcomes
+``lost_*``), and ``sent = delivered + lost`` always holds.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import random
+import threading
+import time
+import tracemalloc
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from opentelemetry.metrics import Histogram, Meter, NoOpMeter, NoOpMeterProvider
+from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import Tracer, set_span_in_context
+
+from otel_agent_profiler import install
+from otel_agent_profiler.core.profile import TraceProfile
+from otel_agent_profiler.live.profile_metrics import SPANS
+from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
+
+pytestmark = pytest.mark.faults
+
+
+class CountingExporter(SpanExporter):
+    """Keeps the span ids it received; optionally slow (seconds per export call)."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        self.span_ids: list[int] = []
+        self.profiled = 0
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        with self._lock:
+            self.span_ids.extend(span.context.span_id for span in spans)
+            self.profiled += sum(1 for span in spans if "agent_profiler.self_time_ms" in (span.attributes or {}))
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    @property
+    def delivered(self) -> int:
+        return len(set(self.span_ids))
+
+
+def span_outcomes(reader: InMemoryMetricReader) -> dict[str, int]:
+    data = reader.get_metrics_data()
+    counts: dict[str, int] = {}
+    for resource_metrics in data.resource_metrics if data else ():
+        for scope_metrics in resource_metrics.scope_metrics:
+            for metric in scope_metrics.metrics:
+                if metric.name == SPANS:
+                    for point in metric.data.data_points:
+                        counts[str(point.attributes["agent_profiler.outcome"])] = int(point.value)
+    return counts
+
+
+def lost_of(outcomes: dict[str, int]) -> int:
+    return sum(count for outcome, count in outcomes.items() if outcome.startswith("lost_"))
+
+
+def report(scenario: str, sent: int, delivered: int, lost: int) -> None:
+    print(f"\n{scenario}: sent {sent} / delivered {delivered} / lost {lost}")
+
+
+def one_big_trace(tracer: Tracer, children: int) -> int:
+    with tracer.start_as_current_span("agent") as root:
+        context = set_span_in_context(root)
+        for index in range(children):
+            tracer.start_span(f"step {index}", context=context).end()
+    return children + 1
+
+
+@pytest.fixture
+def meter() -> Iterator[tuple[SdkMeterProvider, InMemoryMetricReader]]:
+    reader = InMemoryMetricReader()
+    provider = SdkMeterProvider(metric_readers=[reader])
+    yield provider, reader
+    provider.shutdown()
+
+
+# -- 1. a large trace behind a BatchSpanProcessor ------------------------------------------------
+
+
+@pytest.mark.parametrize("wiring", ["install", "span_exporter"])
+def test_a_large_trace_reaches_the_exporter_whole_behind_a_batch_processor(
+    wiring: str, meter: tuple[SdkMeterProvider, InMemoryMetricReader]
+) -> None:
+    meter_provider, reader = meter
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    if wiring == "install":
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        install(provider, meter_provider=meter_provider)
+    else:
+        provider.add_span_processor(AgentProfilerSpanProcessor(exporter, meter_provider=meter_provider))
+    sent = one_big_trace(provider.get_tracer("t"), 5_000)
+    provider.force_flush()
+    outcomes = span_outcomes(reader)
+    provider.shutdown()
+    report(f"large trace ({wiring})", sent, exporter.delivered, lost_of(outcomes))
+    assert exporter.delivered == sent
+    assert exporter.profiled == sent
+    assert lost_of(outcomes) == 0
+
+
+# -- 2. a metrics API without the bucket advisory ---------------------------------------------------
+
+
+class _OldHistogramMeter(NoOpMeter):
+    """A meter from an older metrics API: ``create_histogram`` takes no bucket advisory."""
+
+    def create_histogram(self, name: str, unit: str = "", description: str = "") -> Histogram:  # type: ignore[override]
+        return super().create_histogram(name, unit=unit, description=description)
+
+
+class _OldMeterProvider(NoOpMeterProvider):
+    def get_meter(self, name: str, version: str | None = None, *args: Any, **kwargs: Any) -> Meter:
+        return _OldHistogramMeter(name, version)
+
+
+def test_a_metrics_api_without_bucket_advice_loses_no_span_and_raises_nothing() -> None:
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(
+        AgentProfilerSpanProcessor(exporter, meter_provider=_OldMeterProvider(), max_traces=5, trace_timeout_s=60)
+    )
+    tracer = provider.get_tracer("t")
+    # Twenty traces left open push the oldest out through the trace cap, on the app's thread.
+    open_spans = [tracer.start_span(f"open {index}") for index in range(20)]
+    for index in range(100):
+        with tracer.start_as_current_span(f"run {index}"):
+            pass
+    for span in open_spans:
+        span.end()
+    provider.shutdown()
+    report("metrics API without bucket advice", 120, exporter.delivered, 0)
+    assert exporter.delivered == 120
+    assert exporter.profiled > 0
+
+
+def test_a_meter_provider_that_raises_costs_the_metrics_only(never_raise: None, caplog: Any) -> None:
+    class BrokenMeterProvider(NoOpMeterProvider):
+        def get_meter(self, *args: Any, **kwargs: Any) -> Meter:
+            raise RuntimeError("no meters here")
+
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(AgentProfilerSpanProcessor(exporter, meter_provider=BrokenMeterProvider()))
+    tracer = provider.get_tracer("t")
+    with caplog.at_level(logging.WARNING):
+        for index in range(50):
+            with tracer.start_as_current_span(f"run {index}"):
+                pass
+        provider.shutdown()
+    assert exporter.delivered == 50
+    assert exporter.profiled == 50
+    assert len([r for r in caplog.records if "metrics" in r.getMessage()]) == 1
+
+
+# -- 3. one failing trace ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def one_step_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first profile's release (an internal step after the export) raises."""
+    failures = iter([True])
+    original = TraceProfile.release
+
+    def release_failing_once(self: TraceProfile) -> None:
+        if next(failures, False):
+            raise RuntimeError("an internal step failed")
+        original(self)
+
+    monkeypatch.setattr(TraceProfile, "release", release_failing_once)
+
+
+def test_one_trace_failing_inside_the_worker_costs_no_other_trace(never_raise: None, one_step_fails: None) -> None:
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    profiler = AgentProfilerSpanProcessor(exporter, metrics_enabled=False)
+    provider.add_span_processor(profiler)
+    tracer = provider.get_tracer("t")
+    # All traces complete before the worker wakes, so they are one batch of its loop.
+    with profiler._process_lock:
+        for index in range(100):
+            with tracer.start_as_current_span(f"run {index}"):
+                with tracer.start_as_current_span("llm"):
+                    pass
+                with tracer.start_as_current_span("tool"):
+                    pass
+    provider.shutdown()
+    report("one failing trace", 300, exporter.delivered, 0)
+    assert exporter.delivered == 300
+
+
+def test_one_trace_failing_in_the_final_drain_costs_no_other_trace(never_raise: None, one_step_fails: None) -> None:
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(AgentProfilerSpanProcessor(exporter, metrics_enabled=False, trace_timeout_s=60))
+    tracer = provider.get_tracer("t")
+    # Open traces are profiled by the final drain, all in one go.
+    for index in range(100):
+        root = tracer.start_span(f"run {index}")
+        tracer.start_span("llm", context=set_span_in_context(root)).end()
+        tracer.start_span("tool", context=set_span_in_context(root)).end()
+        tracer.start_span("never ends", context=set_span_in_context(root))
+        root.end()
+    provider.shutdown()
+    report("one failing trace in the drain", 300, exporter.delivered, 0)
+    assert exporter.delivered == 300
+
+
+# -- 4. spans that start and never end ------------------------------------------------------------
+
+
+def test_spans_that_never_end_hold_bounded_memory(never_raise: None) -> None:
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(AgentProfilerSpanProcessor(exporter, metrics_enabled=False, max_spans_per_trace=1000))
+    tracer = provider.get_tracer("t")
+    root = tracer.start_span("agent")
+    context = set_span_in_context(root)
+    for _ in range(2_000):  # warm up: the first spans allocate the SDK's own caches
+        tracer.start_span("never ends", context=context)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for _ in range(100_000):
+            tracer.start_span("never ends", context=context)
+        gc.collect()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    root.end()
+    provider.shutdown()
+    # 100,000 open span ids in a set take about 6 MB; capped at 1,000 spans, well under 1 MB.
+    assert after - before < 1_000_000
+    assert exporter.delivered == 1
+
+
+# -- 5. shutdown while the exporter is slow -------------------------------------------------------
+
+
+def test_shutdown_counts_what_a_slow_exporter_could_not_take(
+    meter: tuple[SdkMeterProvider, InMemoryMetricReader], caplog: Any
+) -> None:
+    meter_provider, reader = meter
+    exporter = CountingExporter(delay_s=0.3)  # 512 spans per 0.3 s
+    provider = TracerProvider()
+    profiler = AgentProfilerSpanProcessor(exporter, meter_provider=meter_provider, shutdown_timeout_s=1.0)
+    provider.add_span_processor(profiler)
+    sent = one_big_trace(provider.get_tracer("t"), 10_000)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        provider.shutdown()
+    elapsed = time.monotonic() - started
+    outcomes = span_outcomes(reader)
+    lost = lost_of(outcomes)
+    report("shutdown behind a slow exporter", sent, exporter.delivered, lost)
+    assert exporter.delivered + lost == sent
+    assert lost > 0
+    assert any("could not be handed" in r.getMessage() for r in caplog.records)
+    # One second for the profiler, then the batch processor's own shutdown exports its queue.
+    assert elapsed < 1.0 + 5 * 0.3 + 2.0
+
+
+def test_shutdown_with_time_enough_delivers_everything_behind_a_slow_exporter(
+    meter: tuple[SdkMeterProvider, InMemoryMetricReader],
+) -> None:
+    meter_provider, reader = meter
+    exporter = CountingExporter(delay_s=0.05)
+    provider = TracerProvider()
+    provider.add_span_processor(AgentProfilerSpanProcessor(exporter, meter_provider=meter_provider))
+    sent = one_big_trace(provider.get_tracer("t"), 10_000)
+    provider.shutdown()
+    outcomes = span_outcomes(reader)
+    report("shutdown behind a slowish exporter", sent, exporter.delivered, lost_of(outcomes))
+    assert exporter.delivered == sent
+    assert lost_of(outcomes) == 0
+
+
+# -- 7. memory caps in bytes ----------------------------------------------------------------------
+
+
+def test_a_byte_limit_bounds_the_buffer_and_sends_the_oldest_traces_out_unprofiled(
+    meter: tuple[SdkMeterProvider, InMemoryMetricReader],
+) -> None:
+    meter_provider, reader = meter
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    profiler = AgentProfilerSpanProcessor(exporter, meter_provider=meter_provider, max_buffer_bytes=2_000_000)
+    provider.add_span_processor(profiler)
+    tracer = provider.get_tracer("t")
+    prompt = "x" * 10_000
+    roots = []
+    for index in range(50):  # 50 traces of 20 spans with 10 kB prompts: about 10 MB if all were held
+        root = tracer.start_span(f"run {index}")
+        roots.append(root)
+        for _ in range(20):
+            tracer.start_span("llm", context=set_span_in_context(root), attributes={"gen_ai.prompt": prompt}).end()
+        assert profiler.held_bytes <= 2_000_000
+    for root in roots:
+        root.end()
+    provider.shutdown()
+    outcomes = span_outcomes(reader)
+    report("byte limit", 50 * 21, exporter.delivered, lost_of(outcomes))
+    assert exporter.delivered == 50 * 21
+    assert outcomes.get("unprofiled_memory_cap", 0) > 0
+
+
+def test_a_trace_that_never_ends_holds_bounded_memory(never_raise: None) -> None:
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(AgentProfilerSpanProcessor(exporter, metrics_enabled=False, max_spans_per_trace=1000))
+    tracer = provider.get_tracer("t")
+    root = tracer.start_span("agent that never ends")
+    context = set_span_in_context(root)
+    for _ in range(2_000):
+        tracer.start_span("step", context=context).end()
+    provider.force_flush()
+    exporter.span_ids.clear()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for _ in range(30_000):
+            tracer.start_span("step", context=context).end()
+        provider.force_flush()
+        gc.collect()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    delivered = exporter.delivered
+    provider.shutdown()
+    report("a trace that never ends", 30_000, delivered, 0)
+    assert delivered == 30_000
+    # 30,000 held spans would take about 100 MB; what the exporter keeps (span ids) is about 2 MB.
+    assert after - before < 5_000_000
+
+
+# -- a seeded chaos run ----------------------------------------------------------------------------
+
+
+class FlakyExporter(CountingExporter):
+    """Slow by a random amount, and failing some export calls (the batch is lost, as in the SDK)."""
+
+    def __init__(self, seed: int, failure_rate: float, delay_s: float) -> None:
+        super().__init__()
+        self._rng = random.Random(seed)
+        self.failure_rate = failure_rate
+        self.max_delay_s = delay_s
+        self.received = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with self._lock:
+            self.received += len(spans)
+            fail = self._rng.random() < self.failure_rate
+            delay = self._rng.random() * self.max_delay_s
+        time.sleep(delay)
+        if fail:
+            return SpanExportResult.FAILURE
+        return super().export(spans)
+
+
+def _chaos_load(tracer: Tracer, rng: random.Random, until: float, sent: list[int]) -> None:
+    """Traces of random shapes: wide, deep, large attributes, spans that never end, late spans."""
+    ended = 0
+    while time.monotonic() < until:
+        root = tracer.start_span("agent")
+        context = set_span_in_context(root)
+        late = []
+        for index in range(rng.choice([0, 3, 20, 150])):
+            attributes = {"gen_ai.prompt": "p" * rng.choice([10, 5_000])} if index % 7 == 0 else None
+            child = tracer.start_span("llm" if index % 2 else "tool", context=context, attributes=attributes)
+            roll = rng.random()
+            if roll < 0.02:
+                continue  # never ends
+            if roll < 0.06:
+                late.append(child)
+                continue
+            if roll < 0.1:
+                tracer.start_span("nested", context=set_span_in_context(child)).end()
+                ended += 1
+            child.end()
+            ended += 1
+        root.end()
+        ended += 1
+        for child in late:
+            child.end()
+            ended += 1
+        if rng.random() < 0.1:
+            time.sleep(rng.random() * 0.02)
+    sent.append(ended)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_chaos_every_span_is_delivered_or_counted(seed: int) -> None:
+    rng = random.Random(seed)
+    failure_rate = rng.choice([0.0, 0.0, 0.3])
+    generous = rng.random() < 0.5
+    exporter = FlakyExporter(seed, failure_rate, delay_s=rng.choice([0.0, 0.005, 0.03]))
+    options = {
+        "max_traces": rng.choice([3, 30, 1000]),
+        "max_spans_per_trace": rng.choice([20, 200, 10_000]),
+        "max_buffer_bytes": rng.choice([300_000, 5_000_000, 256 * 1024 * 1024]),
+        "trace_timeout_s": rng.choice([0.05, 0.5, 60.0]),
+        "sample_rate": rng.choice([1.0, 1.0, 0.5]),
+        "shutdown_timeout_s": 30.0 if generous else rng.choice([0.05, 0.3]),
+        "metrics_enabled": False,
+    }
+    provider = TracerProvider()
+    profiler = AgentProfilerSpanProcessor(exporter, **options)
+    provider.add_span_processor(profiler)
+    tracer = provider.get_tracer("chaos")
+    sent: list[int] = []
+    until = time.monotonic() + 1.0
+    threads = [
+        threading.Thread(target=_chaos_load, args=(tracer, random.Random(seed * 10 + n), until, sent)) for n in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Shut down with whatever is still held or queued: the load stopped a moment ago.
+    provider.shutdown()
+    accounting = profiler.downstream[0].span_exporter  # type: ignore[attr-defined]
+    total_sent = sum(sent)
+    delivered = exporter.delivered
+    failed = accounting.failed
+    lost = profiler.lost_spans
+    report(f"chaos seed {seed} {options}, failure rate {failure_rate}", total_sent, delivered, failed + lost)
+    assert len(exporter.span_ids) == delivered, "a span was exported twice"
+    assert exporter.received == delivered + failed
+    assert total_sent == delivered + failed + lost
+    if failure_rate == 0:
+        assert failed == 0
+    if generous and options["max_buffer_bytes"] == 256 * 1024 * 1024:
+        # Time enough at shutdown, and memory enough to hold what waits for the exporter:
+        # nothing may be lost but what the exporter itself refused. (With a small byte limit,
+        # spans the worker cannot hold while the queue is full are lost, counted, as the batch
+        # processor alone would drop them.)
+        assert lost == 0
+
+
+# -- with the real OTLP exporter and a real collector ---------------------------------------------
+
+
+@pytest.mark.e2e
+def test_over_otlp_a_large_trace_arrives_whole_although_the_collector_starts_late(
+    request: pytest.FixtureRequest,
+) -> None:
+    """The collector is down for the first seconds: the OTLP exporter retries, the queue stays full
+    meanwhile, the profiler waits for room, and every span of a 5,001-span trace arrives."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    from tests.support.backends import Rotel, artifact_dir
+
+    rotel = Rotel(artifact_dir("faults", request.node.name))
+    exporter = OTLPSpanExporter(endpoint=rotel.grpc_endpoint, insecure=True, timeout=20)
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    profiler = install(provider, metrics_enabled=False)
+    try:
+        sent = one_big_trace(provider.get_tracer("t"), 5_000)
+        time.sleep(2.0)  # the exporter's first attempts fail: nothing listens yet
+        rotel.start()
+        provider.shutdown()
+        spans = rotel.wait_for_spans(lambda spans: len(spans) >= sent, timeout=60, what=f"{sent} spans")
+    finally:
+        rotel.stop()
+    delivered = len({span.span_id for span in spans})
+    report("over OTLP, collector starting late", sent, delivered, profiler.lost_spans)
+    assert delivered == sent
+    assert profiler.lost_spans == 0
+    assert all("agent_profiler.self_time_ms" in span.attributes for span in spans)

@@ -1,0 +1,1 @@
+"""Tests of the reports (otel_agent_profiler.report)."""

@@ -1,0 +1,136 @@
+"""analyze on many traces: a cross-trace summary first, then the slowest traces in detail."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from benchmarks.agent_traces import generate_runs, otlp_document
+from otel_agent_profiler.cli import main
+
+TRACES = 20
+
+
+@pytest.fixture(scope="module")
+def twenty_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    spans = [span for run in generate_runs(TRACES, seed=5) for span in run]
+    path = tmp_path_factory.mktemp("runs") / "runs.json"
+    path.write_text(json.dumps(otlp_document(spans)), encoding="utf-8")
+    return path
+
+
+def _analyze(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(["analyze", *argv]) == 0
+    return capsys.readouterr().out
+
+
+def _traces_in_detail(report: str) -> list[str]:
+    return re.findall(r"^Trace ([0-9a-f]+)$", report, flags=re.MULTILINE)
+
+
+def test_report_opens_with_the_summary_and_shows_three_slowest(
+    twenty_traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _analyze(capsys, str(twenty_traces))
+    assert report.startswith(f"{TRACES} traces")
+    assert "p50" in report.split("\n", 3)[1] or "p50" in report.split("\n", 5)[2]
+    assert "Where the time went across traces" in report
+    assert "Top operations across traces" in report
+    assert "The 3 slowest traces in detail" in report
+    detailed = _traces_in_detail(report)
+    assert len(detailed) == 3
+    assert len(report.splitlines()) <= 400
+
+
+def test_detailed_traces_are_the_slowest_slowest_first(twenty_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    document = json.loads(_analyze(capsys, str(twenty_traces), "--format", "json"))
+    assert len(document["traces"]) == TRACES  # JSON keeps every trace
+    by_duration = sorted(document["traces"], key=lambda trace: -trace["duration_ms"])
+    report = _analyze(capsys, str(twenty_traces))
+    assert _traces_in_detail(report) == [trace["trace_id"] for trace in by_duration[:3]]
+
+
+def test_top_and_all_choose_how_many_traces_are_shown(twenty_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert len(_traces_in_detail(_analyze(capsys, str(twenty_traces), "--top", "5"))) == 5
+    every = _analyze(capsys, str(twenty_traces), "--all")
+    assert every.startswith(f"{TRACES} traces")
+    assert len(_traces_in_detail(every)) == TRACES
+
+
+def test_findings_are_aggregated_with_the_count_of_traces(
+    twenty_traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _analyze(capsys, str(twenty_traces))
+    summary = report.split("The 3 slowest traces in detail")[0]
+    assert "What to change across traces" in summary
+    # Almost every generated run calls its LLMs one after another; the summary counts those traces.
+    sentences = " ".join(summary.split())
+    chains = re.findall(r"In (\d+) of 20 traces, the LLM calls [^.]* ran one after another", sentences)
+    assert chains, summary
+    assert max(int(count) for count in chains) >= TRACES // 2
+    assert re.search(r"In \d+ of 20 traces, the gpt-4o calls", summary), summary
+    assert re.search(r"In 19 of 20 traces, the gpt-4o calls held much of the critical path: a median of", sentences)
+
+
+def test_a_few_traces_are_reported_as_before(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spans = [span for run in generate_runs(3, seed=5) for span in run]
+    path = tmp_path / "three.json"
+    path.write_text(json.dumps(otlp_document(spans)), encoding="utf-8")
+    report = _analyze(capsys, str(path))
+    assert report.startswith("Trace ")
+    assert "across traces" not in report
+    assert len(_traces_in_detail(report)) == 3
+
+
+def _wide_traces(path: Path, traces: int, children: int) -> Path:
+    """``traces`` traces of a root with ``children`` tool calls one after another: long span trees."""
+    spans = []
+    for t in range(traces):
+        trace_id = f"{t + 1:032x}"
+        root = {"traceId": trace_id, "spanId": f"{t + 1:08x}00000000", "name": "invoke_agent wide",
+                "startTimeUnixNano": str(1_760_000_000_000_000_000), "kind": 1,
+                "endTimeUnixNano": str(1_760_000_000_000_000_000 + (children + t) * 1_000_000),
+                "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}]}  # fmt: skip
+        spans.append(root)
+        for c in range(children):
+            start = 1_760_000_000_000_000_000 + c * 1_000_000
+            spans.append({"traceId": trace_id, "spanId": f"{t + 1:08x}{c + 1:08x}", "parentSpanId": root["spanId"],
+                          "name": f"execute_tool step_{c}", "kind": 1, "startTimeUnixNano": str(start),
+                          "endTimeUnixNano": str(start + 900_000),
+                          "attributes": [
+                              {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                              {"key": "gen_ai.tool.name", "value": {"stringValue": f"step_{c}"}}]})  # fmt: skip
+    path.write_text(json.dumps(otlp_document(spans)), encoding="utf-8")
+    return path
+
+
+def test_the_default_report_is_fitted_to_400_lines_by_cutting_the_span_trees(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _wide_traces(tmp_path / "wide.json", traces=12, children=150)
+    # Three traces of 151 spans fit with 60 spans each: nothing is cut beyond --max-spans' default.
+    report = _analyze(capsys, str(path))
+    assert len(report.splitlines()) <= 400
+    assert report == _analyze(capsys, str(path), "--max-spans", "60")
+    assert report.count("91 more spans, 91 of them on the critical path (--max-spans N shows more)") == 3
+    # Five do not: their trees give way, each still there with a note saying how to see more.
+    report = _analyze(capsys, str(path), "--top", "5")
+    assert len(_traces_in_detail(report)) == 5
+    assert len(report.splitlines()) <= 400
+    assert report.count("(--max-spans N shows more)") == 5
+    assert 0 < report.count("execute_tool step_") < 5 * 59
+    # Asked for explicitly, --max-spans is obeyed and the report runs longer.
+    longer = _analyze(capsys, str(path), "--top", "5", "--max-spans", "60")
+    assert len(longer.splitlines()) > 400
+    assert longer.count("91 more spans, 91 of them") == 5
+    # However many traces are asked for, each tree keeps its first spans.
+    report = _analyze(capsys, str(path), "--top", "10")
+    assert report.count("146 more spans, 146 of them on the critical path") == 10
+
+
+def test_the_on_disk_report_is_fitted_the_same_way(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _wide_traces(tmp_path / "wide.json", traces=12, children=150)
+    assert _analyze(capsys, str(path), "--on-disk") == _analyze(capsys, str(path))

@@ -1,0 +1,141 @@
+"""JSON written a piece at a time: the bytes json.dumps(indent=2) and msgspec write; what analyze and report write."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from benchmarks.agent_traces import generate_runs, otlp_document
+from otel_agent_profiler.cli import main
+from otel_agent_profiler.cli.arguments import resolve_prices
+from otel_agent_profiler.core import profiles_to_dict
+from otel_agent_profiler.core.findings import combined_projection, find_all
+from otel_agent_profiler.core.split_traces import cross_trace_totals, find_split_llm_calls
+from otel_agent_profiler.offline import load_profiles
+from otel_agent_profiler.report.json_stream import pretty, write_compact_document, write_document
+from otel_agent_profiler.report.summary import build_summary, cross_run_statistics, write_summary
+
+NESTED = {"a": [], "b": {}, "c": [1, 2.5, None, True, {"d": "e", "f": [[], {}]}], "g": 'quote " and \\ and \n'}
+
+
+@pytest.mark.parametrize(
+    ("items", "rest"),
+    [
+        ([], {}),
+        ([], {"files": []}),
+        ([NESTED], {"files": [NESTED], "more": {"x": 1}}),
+        ([NESTED, {"trace_id": "ab", "spans": [NESTED, NESTED]}, {}], {"files": [{"path": "p", "problems": []}]}),
+    ],
+)
+def test_write_document_writes_what_json_dumps_indent_2_writes(
+    items: list[Any], rest: dict[str, Any], tmp_path: Path
+) -> None:
+    out = tmp_path / "out.json"
+    with out.open("wb") as stream:
+        write_document(stream, "traces", iter(items), rest)
+    assert out.read_text(encoding="utf-8") == json.dumps({"traces": items, **rest}, indent=2) + "\n"
+
+
+def test_pretty_indents_nested_lines_only() -> None:
+    assert pretty({"a": [1]}, 1) == b'{\n    "a": [\n      1\n    ]\n  }'
+    assert pretty([], 3) == b"[]"
+
+
+def test_non_ascii_and_float_spellings_parse_back_equal(tmp_path: Path) -> None:
+    document = {"name": "Zürich ☕", "share": 6.232420735410795e-05, "big": 1e16}
+    out = tmp_path / "out.json"
+    with out.open("wb") as stream:
+        write_document(stream, "traces", iter([document]), {})
+    assert json.loads(out.read_bytes()) == {"traces": [document]}
+
+
+@pytest.fixture
+def many_traces(tmp_path: Path) -> Path:
+    spans = [span for run in generate_runs(40, seed=5) for span in run]
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(otlp_document(spans)), encoding="utf-8")
+    return path
+
+
+def _in_memory_document(path: Path, with_findings: bool) -> dict[str, Any]:
+    """The document as analyze built it before it was streamed: every trace's dict at once."""
+    # Priced as the command prices them: the built-in table, nothing from the environment.
+    loaded = load_profiles([str(path)], prices=resolve_prices(None, environ={}))
+    document = profiles_to_dict(loaded.profiles)
+    if with_findings:
+        by_id = {profile.trace_id: profile for profile in loaded.profiles}
+        findings = {profile.trace_id: find_all(profile) for profile in loaded.profiles}
+        for trace in document["traces"]:
+            found = findings[trace["trace_id"]]
+            trace["findings"] = [finding.to_dict() for finding in found]
+            trace["combined_projection"] = combined_projection(by_id[trace["trace_id"]], found).to_dict()
+    document["files"] = loaded.file_dicts()
+    splits = find_split_llm_calls(loaded.profiles)
+    document["totals"] = cross_trace_totals(loaded.profiles, splits).to_dict()
+    document["split_llm_calls"] = [split.to_dict() for split in splits]
+    # Through the same JSON round trip (tuples become lists).
+    return json.loads(json.dumps(document))
+
+
+@pytest.mark.parametrize("with_findings", [False, True])
+def test_analyze_json_streamed_to_a_file_equals_the_in_memory_document(
+    many_traces: Path, tmp_path: Path, with_findings: bool
+) -> None:
+    out = tmp_path / "report.json"
+    flags = ["--findings"] if with_findings else []
+    assert main(["analyze", "--format", "json", *flags, "--output", str(out), str(many_traces)]) == 0
+    written = json.loads(out.read_bytes())
+    assert len(written["traces"]) == 40
+    assert written == _in_memory_document(many_traces, with_findings)
+    # Pretty printed as before: two spaces per level.
+    assert out.read_text(encoding="utf-8").startswith('{\n  "traces": [\n    {\n      "trace_id": ')
+
+
+def test_analyze_json_streamed_to_standard_output_equals_the_in_memory_document(
+    many_traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["analyze", "--format", "json", str(many_traces)]) == 0
+    assert json.loads(capsys.readouterr().out) == _in_memory_document(many_traces, False)
+
+
+def test_analyze_json_of_no_traces_is_an_empty_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "empty.json"
+    path.write_text('{"resourceSpans": []}', encoding="utf-8")
+    main(["analyze", "--format", "json", str(path)])
+    document = json.loads(capsys.readouterr().out)
+    assert document["traces"] == []
+    assert [file["path"] for file in document["files"]] == [str(path)]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"traces": []},
+        {"a": 1, "traces": [NESTED, {}], "b": NESTED},
+        {"traces": [NESTED], "files": [], "none": None},
+    ],
+)
+def test_write_compact_document_writes_what_msgspec_encode_writes(document: dict[str, Any], tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    with out.open("wb") as stream:
+        write_compact_document(stream, {**document, "traces": iter(document["traces"])}, "traces")
+    assert out.read_bytes() == msgspec.json.encode(document) + b"\n"
+
+
+def test_the_summary_written_a_trace_at_a_time_is_the_built_summary(many_traces: Path, tmp_path: Path) -> None:
+    loaded = load_profiles([str(many_traces)])
+    findings = {profile.trace_id: find_all(profile) for profile in loaded.profiles}
+    options: dict[str, Any] = {
+        "selected_trace_id": loaded.profiles[3].trace_id,
+        "statistics": cross_run_statistics(loaded.profiles),
+        "files": loaded.file_dicts(),
+        "detail_trace_ids": {loaded.profiles[3].trace_id, loaded.profiles[7].trace_id},
+    }
+    out = tmp_path / "summary.json"
+    with out.open("wb") as stream:
+        write_summary(stream, loaded.profiles, findings, **options)
+    assert out.read_bytes() == msgspec.json.encode(build_summary(loaded.profiles, findings, **options)) + b"\n"

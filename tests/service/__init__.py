@@ -1,0 +1,1 @@
+"""Tests of the OTLP service, ``serve`` (otel_agent_profiler.service)."""

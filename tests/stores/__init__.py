@@ -1,0 +1,1 @@
+"""Tests of reading trace stores (otel_agent_profiler.stores)."""

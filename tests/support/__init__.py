@@ -1,0 +1,1 @@
+"""Shared test helpers (importable as ``tests.support.<module>``); not tests themselves."""
