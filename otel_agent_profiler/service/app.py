@@ -6,7 +6,7 @@
 metrics and closes everything. ``run(config)`` does both around SIGINT/SIGTERM and exits 1 when
 spans it accepted were not delivered.
 
-Traces are profiled and forwarded; metrics and logs are forwarded unchanged (``passthrough``),
+Traces are profiled and forwarded; metrics and logs are forwarded unchanged (``signal_relay``),
 each signal by its own forwarder. Without an upstream all three are accepted and counted.
 
 ``tls_cert``/``tls_key`` (PEM files, both or neither) put both receivers on TLS; ``bearer_token``
@@ -38,7 +38,7 @@ from ..live.backend_poller import BackendPoller
 from ..live.profile_metrics import ProfileMetrics
 from .forwarder import Forwarder, grpc_target, http_signal_url, make_exporter
 from .http_receiver import HttpEndpoints, HttpReceiver, ServiceLoop
-from .passthrough import SignalRelay
+from .signal_relay import SignalRelay
 from .pipeline import Pipeline, PipelineConfig
 from .receivers import BearerToken, GrpcReceiver, Receive
 from .self_metrics import register_service_metrics

@@ -1,7 +1,7 @@
 """The OTLP/gRPC receiver, and what both receivers share: the bearer token, gzip within a limit.
 
 OTLP/gRPC: ``TraceService/Export``, ``MetricsService/Export`` and ``LogsService/Export`` (metrics
-and logs are passed through, see ``passthrough``). Too large: RESOURCE_EXHAUSTED; malformed:
+and logs are passed through, see ``signal_relay``). Too large: RESOURCE_EXHAUSTED; malformed:
 INVALID_ARGUMENT; pushed back: UNAVAILABLE. Malformed requests are logged without their payload,
 in one line. The gRPC server runs its handlers on a small thread pool: the work per request is
 short and holds the GIL, so more threads would only contend for it with the profiling worker.
