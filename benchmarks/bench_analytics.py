@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_traces import generate_spans, otlp_document
 
+from otel_agent_profiler import profile_records
 from otel_agent_profiler.adapters.files import parse_trace_bytes
 from otel_agent_profiler.analytics import (
     call_sequences,
@@ -35,7 +36,6 @@ from otel_agent_profiler.analytics import (
     throughput,
     trace_statistics,
 )
-from otel_agent_profiler.core import profile_records
 
 GOAL_S = 10.0
 

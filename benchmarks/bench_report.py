@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_traces import generate_spans, one_big_trace_document, otlp_document
 
+from otel_agent_profiler import profile_records
 from otel_agent_profiler.adapters import read_trace_file
-from otel_agent_profiler.core import profile_records
 from otel_agent_profiler.offline import cyclic_gc_paused
 
 GOAL_S = 10.0

@@ -126,7 +126,7 @@ def _disable_http_client_spans(env: dict[str, str]) -> None:
 
 
 def _run_with_server_spans(time_scale: float, max_running: int) -> int:
-    from otel_agent_profiler.core import profile_records
+    from otel_agent_profiler import profile_records
     from otel_agent_profiler.report.console import write_console_report
 
     from .span_receiver import SpanReceiver

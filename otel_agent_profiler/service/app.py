@@ -38,10 +38,10 @@ from ..live.backend_poller import BackendPoller
 from ..live.profile_metrics import ProfileMetrics
 from .forwarder import Forwarder, grpc_target, http_signal_url, make_exporter
 from .http_receiver import HttpEndpoints, HttpReceiver, ServiceLoop
-from .signal_relay import SignalRelay
 from .pipeline import Pipeline, PipelineConfig
 from .receivers import BearerToken, GrpcReceiver, Receive
 from .self_metrics import register_service_metrics
+from .signal_relay import SignalRelay
 from .signals import LOGS, METRICS, TRACES, Signal
 
 logger = logging.getLogger(__name__)
