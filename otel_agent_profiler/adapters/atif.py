@@ -24,7 +24,7 @@ import json
 import math
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.records import AttributeValue, SpanKind, SpanRecord, StatusCode
 from .recorded_attributes import COST_USD
@@ -142,27 +142,28 @@ def _step_records(
     def bounds(index: int) -> tuple[int, int]:
         return start + index * share, end if index == parts - 1 else start + (index + 1) * share
 
+    place = _StepPlace(trace_id, root_id, step_id, step)
     records = []
     if metrics is not None:
-        records.append(_llm_record(trace_id, root_id, step_id, step, metrics, *bounds(0), default_model))
+        records.append(_llm_record(place, metrics, *bounds(0), default_model))
     first_tool = len(records)
-    records.extend(
-        _tool_record(trace_id, root_id, step_id, step, call, index, *bounds(first_tool + index))
-        for index, call in enumerate(calls)
-    )
+    records.extend(_tool_record(place, call, index, *bounds(first_tool + index)) for index, call in enumerate(calls))
     return records
 
 
+class _StepPlace(NamedTuple):
+    """Where the records of one agent step go: its trace, under the run's root span, named by the step."""
+
+    trace_id: str
+    root_id: str
+    step_id: object
+    step: Mapping[str, Any]
+
+
 def _llm_record(
-    trace_id: str,
-    root_id: str,
-    step_id: object,
-    step: Mapping[str, Any],
-    metrics: Mapping[str, Any],
-    start: int,
-    end: int,
-    default_model: object,
+    place: _StepPlace, metrics: Mapping[str, Any], start: int, end: int, default_model: object
 ) -> SpanRecord:
+    trace_id, root_id, step_id, step = place
     model = step.get("model_name") or default_model
     attributes: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "chat",
@@ -204,16 +205,8 @@ def _llm_record(
     )
 
 
-def _tool_record(
-    trace_id: str,
-    root_id: str,
-    step_id: object,
-    step: Mapping[str, Any],
-    call: Mapping[str, Any],
-    index: int,
-    start: int,
-    end: int,
-) -> SpanRecord:
+def _tool_record(place: _StepPlace, call: Mapping[str, Any], index: int, start: int, end: int) -> SpanRecord:
+    trace_id, root_id, step_id, step = place
     observation: Mapping[str, Any] = step["observation"] if isinstance(step.get("observation"), Mapping) else {}
     call_id = call.get("tool_call_id")
     result = next(

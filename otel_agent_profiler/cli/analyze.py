@@ -22,10 +22,8 @@ from ..report.text import can_draw
 from . import analyze_sharded, arguments, budgets, sources
 from .arguments import (
     EXIT_BAD_INPUT,
-    EXIT_BUDGET_EXCEEDED,
-    EXIT_FAILURE,
-    EXIT_OK,
     error,
+    exit_code,
     write_output,
     write_streamed,
 )
@@ -196,15 +194,6 @@ def run(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_BAD_INPUT
     return exit_code(written, complete and not inputs.folder_problems, over_budget)
-
-
-def exit_code(written: bool, complete: bool, over_budget: int) -> int:
-    """The exit code of ``analyze``: the report not written, then input not read whole, then budgets exceeded."""
-    if not written:
-        return EXIT_FAILURE
-    if not complete:
-        return EXIT_BAD_INPUT
-    return EXIT_BUDGET_EXCEEDED if over_budget else EXIT_OK
 
 
 def _write_report(done: InMemoryAnalysis, options: AnalyzeOptions, output: str | None) -> tuple[bool, int]:

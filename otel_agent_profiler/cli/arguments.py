@@ -26,6 +26,16 @@ EXIT_BUDGET_EXCEEDED = 4
 _Number = TypeVar("_Number", int, float)
 
 
+def exit_code(written: bool, complete: bool, over_budget: int) -> int:
+    """The exit code of a command that reads traces and writes a report (``analyze``, ``report``): the
+    report not written, then input not read whole, then budgets exceeded."""
+    if not written:
+        return EXIT_FAILURE
+    if not complete:
+        return EXIT_BAD_INPUT
+    return EXIT_BUDGET_EXCEEDED if over_budget else EXIT_OK
+
+
 def error(message: str) -> None:
     """Print ``otel-agent-profiler: error: MESSAGE`` on standard error, as argparse does."""
     print(f"{PROG}: error: {message}", file=sys.stderr)

@@ -12,7 +12,7 @@ import math
 import re
 import sys
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..core import TraceProfile
@@ -112,13 +112,12 @@ EXIT_CODES_HELP = (
 
 def add_budget_option(parser: argparse.ArgumentParser) -> None:
     """``--budget MEASURE=LIMIT`` (repeatable)."""
-    parser.add_argument(
+    _add_repeatable(
+        parser,
         "--budget",
-        type=budget,
-        action="append",
-        default=[],
-        metavar="MEASURE=LIMIT",
-        help=(
+        budget,
+        "MEASURE=LIMIT",
+        (
             "a limit every trace must keep, reported as a finding and on standard error when exceeded, "
             f"and then the exit code is {EXIT_BUDGET_EXCEEDED}; repeatable. Measures: cost (US dollars, "
             "e.g. cost=0.50; needs prices, see --prices), duration (end to end, with a unit: 30s, 500ms, 2m), "
@@ -131,13 +130,12 @@ def add_budget_option(parser: argparse.ArgumentParser) -> None:
 
 def add_what_if_option(parser: argparse.ArgumentParser) -> None:
     """``--what-if SELECTOR=FACTOR`` (repeatable)."""
-    parser.add_argument(
+    _add_repeatable(
+        parser,
         "--what-if",
-        type=what_if,
-        action="append",
-        default=[],
-        metavar="SELECTOR=FACTOR",
-        help=(
+        what_if,
+        "SELECTOR=FACTOR",
+        (
             "project each trace with some spans faster or slower and show its duration and new critical path; "
             "repeatable, and all given apply together. SELECTOR: a category (llm, tool, ...), "
             "CATEGORY:OPERATION (llm:gpt-4o, a model also matching its dated snapshots; tool:search) or "
@@ -145,6 +143,13 @@ def add_what_if_option(parser: argparse.ArgumentParser) -> None:
             "0.5x = twice as slow. A span two selectors pick takes the last one's factor"
         ),
     )
+
+
+def _add_repeatable(
+    parser: argparse.ArgumentParser, flag: str, type_: Callable[[str], object], metavar: str, help_: str
+) -> None:
+    # Given any number of times, each value parsed on its own, into a list (empty when not given).
+    parser.add_argument(flag, type=type_, action="append", default=[], metavar=metavar, help=help_)
 
 
 def finding_options(min_saving: float, budgets: Sequence[Budget]) -> FindingOptions:

@@ -16,10 +16,9 @@ from ..report.progress import Progress, progress_enabled
 from . import arguments, budgets, sources
 from .arguments import (
     EXIT_BAD_INPUT,
-    EXIT_BUDGET_EXCEEDED,
     EXIT_FAILURE,
-    EXIT_OK,
     error,
+    exit_code,
     write_output,
     write_streamed,
 )
@@ -90,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
     # The profiles stay alive to the end: the cyclic collector would only traverse them, again
     # and again (a third of the run time over 200k spans).
     with cyclic_gc_paused():
-        code = _run(args, progress, inputs, budgets.finding_options(args.min_saving, args.budget))
-    return EXIT_BAD_INPUT if code in (EXIT_OK, EXIT_BUDGET_EXCEEDED) and inputs.folder_problems else code
+        return _run(args, progress, inputs, budgets.finding_options(args.min_saving, args.budget))
 
 
 def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, options: FindingOptions) -> int:
@@ -172,6 +170,4 @@ def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, op
     )
     # Every trace is checked, not only those the page shows in detail (without a projection).
     over_budget = budgets.overruns(profiles, options, findings)
-    if not loaded.complete:
-        return EXIT_BAD_INPUT
-    return EXIT_BUDGET_EXCEEDED if over_budget else EXIT_OK
+    return exit_code(True, loaded.complete and not inputs.folder_problems, over_budget)

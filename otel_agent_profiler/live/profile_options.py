@@ -16,6 +16,7 @@ from typing import Any
 from ..core.analyze import Classifier
 from ..core.categories import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE, classify
 from ..core.findings.base import DEFAULT_CONTEXT_WINDOWS
+from ..core.key_value_text import split_pairs
 from ..core.pricing import PriceTable
 from ..core.records import AttributeValue
 
@@ -60,14 +61,7 @@ def parse_category_overrides(value: Any) -> CategoryOverrides:
     """``pattern=category,...`` text (the format of ``OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES``), a
     mapping or pairs, as overrides; raises ``ValueError`` saying what is wrong."""
     if isinstance(value, str):
-        pairs = []
-        for item in value.split(","):
-            if not item.strip():
-                continue
-            pattern, sep, category = item.rpartition("=")
-            if not sep or not pattern.strip():
-                raise ValueError(f"expected pattern=category items separated by commas, got {item.strip()!r}")
-            pairs.append((pattern.strip(), category.strip()))
+        pairs = split_pairs(value, "pattern=category items", split_at_last_equals=True)
     elif isinstance(value, Mapping):
         pairs = [(str(k), str(v)) for k, v in value.items()]
     else:

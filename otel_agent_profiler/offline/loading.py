@@ -130,11 +130,9 @@ def load_profiles(
     of one step per trace. A trace the analysis fails on (a bug of ours) gets an error line too,
     and the others are still profiled. The cyclic garbage collector is paused throughout.
     """
-    progress = progress if progress is not None else _NoProgress()
     report = _ErrorLines(progress, on_error_line)
     with cyclic_gc_paused():
-        trace_files = _read(paths, progress, report)
-        return _profiled(trace_files, classifier, prices, progress, report)
+        return _profiled(_read(paths, report), classifier, prices, report)
 
 
 def read_trace_files(
@@ -145,13 +143,13 @@ def read_trace_files(
 ) -> tuple[list[TraceFile], list[str]]:
     """Read the trace files at ``paths`` as :func:`load_profiles` reads them, without profiling
     them: the files, and their error lines (each also passed to ``on_error_line`` when known)."""
-    progress = progress if progress is not None else _NoProgress()
     report = _ErrorLines(progress, on_error_line)
     with cyclic_gc_paused():
-        return _read(paths, progress, report), report.lines
+        return _read(paths, report), report.lines
 
 
-def _read(paths: Sequence[str], progress: LoadProgress, report: _ErrorLines) -> list[TraceFile]:
+def _read(paths: Sequence[str], report: _ErrorLines) -> list[TraceFile]:
+    progress = report.progress
     trace_files: list[TraceFile] = []
     progress.start(READING, len(paths))
     for path in paths:
@@ -177,14 +175,13 @@ def profile_trace_files(
     What :func:`load_profiles` does after reading its files, with the same error lines (a
     trace file's own, then one per trace the analysis fails on) and the same order of profiles.
     """
-    progress = progress if progress is not None else _NoProgress()
     report = _ErrorLines(progress, on_error_line)
     with cyclic_gc_paused():
         for trace_file in trace_files:
             line = trace_file.error_line()
             if line is not None:
                 report(line)
-        return _profiled(trace_files, classifier, prices, progress, report)
+        return _profiled(trace_files, classifier, prices, report)
 
 
 def profile_read_files(
@@ -198,25 +195,25 @@ def profile_read_files(
 ) -> LoadedProfiles:
     """Profile the traces of files read by :func:`read_trace_files`, whose ``error_lines`` were
     passed on then: what :func:`load_profiles` returns for them."""
-    progress = progress if progress is not None else _NoProgress()
     report = _ErrorLines(progress, on_error_line)
     report.lines.extend(error_lines)
     with cyclic_gc_paused():
-        return _profiled(trace_files, classifier, prices, progress, report)
+        return _profiled(trace_files, classifier, prices, report)
 
 
 class _ErrorLines:
-    """Error lines, collected and each passed on at once (after the progress bar is erased)."""
+    """Error lines, collected and each passed on at once (after the progress bar is erased); and
+    the progress they interrupt, shown nowhere when none is given."""
 
-    def __init__(self, progress: LoadProgress, on_error_line: Callable[[str], None] | None) -> None:
+    def __init__(self, progress: LoadProgress | None, on_error_line: Callable[[str], None] | None) -> None:
         self.lines: list[str] = []
-        self._progress = progress
+        self.progress: LoadProgress = progress if progress is not None else _NoProgress()
         self._on_error_line = on_error_line
 
     def __call__(self, line: str) -> None:
         self.lines.append(line)
         if self._on_error_line is not None:
-            self._progress.close()
+            self.progress.close()
             self._on_error_line(line)
 
 
@@ -224,9 +221,9 @@ def _profiled(
     trace_files: Sequence[TraceFile],
     classifier: Classifier,
     prices: PriceTable | None,
-    progress: LoadProgress,
     report: _ErrorLines,
 ) -> LoadedProfiles:
+    progress = report.progress
     files = files_read(trace_files)
     groups = group_by_trace(record for file in trace_files for record in file.records)
     progress.start(PROFILING, len(groups))

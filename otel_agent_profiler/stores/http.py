@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 import requests
 
+from ..core.key_value_text import split_pairs
 from ..errors import StoreError
 
 _Item = TypeVar("_Item")
@@ -92,15 +93,9 @@ def parse_headers(text: str) -> dict[str, str]:
     The format of ``OTEL_EXPORTER_OTLP_HEADERS``: ``Authorization=Basic%20dXNlcjpwYXNz,X-Scope-OrgID=tenant``.
     Raises ``ValueError`` for a pair without ``=`` or with an empty key.
     """
-    headers: dict[str, str] = {}
-    for pair in text.split(","):
-        if not pair.strip():
-            continue
-        key, equals, value = pair.partition("=")
-        if not equals or not key.strip():
-            raise ValueError(f"expected key=value pairs separated by commas, got {pair.strip()!r}")
-        headers[urllib.parse.unquote(key.strip())] = urllib.parse.unquote(value.strip())
-    return headers
+    return {
+        urllib.parse.unquote(key): urllib.parse.unquote(value) for key, value in split_pairs(text, "key=value pairs")
+    }
 
 
 def _reason(exc: BaseException) -> str:
