@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..core.categories import LLM
@@ -49,17 +49,11 @@ class PrefixCandidate:
         return max(0, self.repeated_tokens - self.cached_tokens)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "calls": self.calls,
-            "prefix_chars": self.prefix_chars,
-            "prefix_tokens": self.prefix_tokens,
-            "preview": self.preview,
-            "repeated_tokens": self.repeated_tokens,
-            "cached_tokens": self.cached_tokens,
-            "uncached_repeated_tokens": self.uncached_repeated_tokens,
-            "span_ids": list(self.span_ids),
-        }
+        document = asdict(self)
+        document["span_ids"] = list(self.span_ids)
+        document["prefix_tokens"] = self.prefix_tokens
+        document["uncached_repeated_tokens"] = self.uncached_repeated_tokens
+        return document
 
 
 def prompt_text(attributes: Mapping[str, Any]) -> str | None:

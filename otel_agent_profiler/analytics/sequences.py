@@ -10,11 +10,12 @@ started.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
+from typing_extensions import Unpack
 
 from ..core.profile import TraceProfile
 from .span_table import as_span_table, duration_ns_of, start_ns_of
@@ -27,6 +28,19 @@ REPEAT = "×"  # noqa: RUF001
 DEFAULT_CATEGORIES: tuple[str, ...] = ("llm", "tool")
 
 _DURATION_QUANTILES = (0.5, 0.9)
+
+
+class RankingOptions(TypedDict, total=False):
+    """How :func:`frequent_sequences` and :func:`frequent_ngrams` count and rank."""
+
+    #: Consecutive identical steps count as one (see the module docs); default False.
+    collapse_repeats: bool
+    #: Keep the first ``top`` rows; default all.
+    top: int | None
+    #: Leave out rows seen fewer times; default 1.
+    min_count: int
+    #: Count only spans counted as calls (duplicates of one call once); default True.
+    counted_only: bool
 
 
 class _Steps:
@@ -122,11 +136,7 @@ def call_sequences(
 def frequent_sequences(
     data: pd.DataFrame | Iterable[TraceProfile] | TraceProfile,
     categories: Sequence[str] = DEFAULT_CATEGORIES,
-    *,
-    collapse_repeats: bool = False,
-    top: int | None = None,
-    min_count: int = 1,
-    counted_only: bool = True,
+    **options: Unpack[RankingOptions],
 ) -> pd.DataFrame:
     """Whole-run sequences by how many runs followed them, with the run durations of each.
 
@@ -134,7 +144,12 @@ def frequent_sequences(
     p50_duration_ms, p90_duration_ms, min_duration_ms, max_duration_ms, example_trace_id (the first
     such run). Most common first; ties by shorter mean duration, then sequence.
     """
-    per_trace = call_sequences(data, categories, collapse_repeats=collapse_repeats, counted_only=counted_only)
+    per_trace = call_sequences(
+        data,
+        categories,
+        collapse_repeats=options.get("collapse_repeats", False),
+        counted_only=options.get("counted_only", True),
+    )
     codes, uniques = pd.factorize(per_trace["sequence"], sort=True)
     n_groups = len(uniques)
     summary = grouped_summary(
@@ -161,18 +176,14 @@ def frequent_sequences(
             ),
         }
     )
-    return _rank(frame, min_count, top, ["count", "mean_duration_ms", "sequence"], [False, True, True])
+    return _rank(frame, options, ["count", "mean_duration_ms", "sequence"], [False, True, True])
 
 
 def frequent_ngrams(
     data: pd.DataFrame | Iterable[TraceProfile] | TraceProfile,
     n: int | Iterable[int] = 3,
     categories: Sequence[str] = DEFAULT_CATEGORIES,
-    *,
-    collapse_repeats: bool = False,
-    top: int | None = None,
-    min_count: int = 1,
-    counted_only: bool = True,
+    **options: Unpack[RankingOptions],
 ) -> pd.DataFrame:
     """Common runs of ``n`` consecutive steps (for each ``n`` given), across all traces.
 
@@ -184,11 +195,11 @@ def frequent_ngrams(
     sizes = [n] if isinstance(n, int) else sorted(set(n))
     if not sizes or min(sizes) < 1:
         raise ValueError(f"n must be 1 or more, got {n}")
-    steps = _Steps(data, categories, collapse_repeats, counted_only)
+    steps = _Steps(data, categories, options.get("collapse_repeats", False), options.get("counted_only", True))
     frames = [_ngrams(steps, size) for size in sizes]
     filled = [frame for frame in frames if len(frame)]
     frame = pd.concat(filled, ignore_index=True) if filled else frames[0]
-    return _rank(frame, min_count, top, ["count", "n", "ngram"], [False, True, True])
+    return _rank(frame, options, ["count", "n", "ngram"], [False, True, True])
 
 
 def _ngrams(steps: _Steps, size: int) -> pd.DataFrame:
@@ -226,8 +237,9 @@ def _ngrams(steps: _Steps, size: int) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def _rank(frame: pd.DataFrame, min_count: int, top: int | None, keys: list[str], ascending: list[bool]) -> pd.DataFrame:
-    frame = frame[frame["count"] >= min_count]
+def _rank(frame: pd.DataFrame, options: RankingOptions, keys: list[str], ascending: list[bool]) -> pd.DataFrame:
+    frame = frame[frame["count"] >= options.get("min_count", 1)]
+    top = options.get("top")
     frame = frame.sort_values(keys, ascending=ascending, kind="stable", na_position="last")
     if top is not None:
         frame = frame.head(top)

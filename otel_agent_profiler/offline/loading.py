@@ -13,7 +13,9 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
+
+from typing_extensions import Unpack
 
 from ..adapters.files import TraceFile, read_trace_file
 from ..adapters.recorded_attributes import RECORDED_ATTRIBUTES
@@ -50,6 +52,18 @@ def cyclic_gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+class LoadOptions(TypedDict, total=False):
+    """How :func:`load_profiles` and its kin classify, price and report."""
+
+    #: Span name and attributes to category (default ``core.categories.classify``).
+    classifier: Classifier
+    prices: PriceTable | None
+    #: Where the steps are reported (default: nowhere).
+    progress: LoadProgress | None
+    #: Gets each error line as soon as it is known (after ``progress.close()``).
+    on_error_line: Callable[[str], None] | None
 
 
 class LoadProgress(Protocol):
@@ -115,11 +129,7 @@ class LoadedProfiles:
 
 def load_profiles(
     paths: Sequence[str],
-    *,
-    classifier: Classifier = classify,
-    prices: PriceTable | None = None,
-    progress: LoadProgress | None = None,
-    on_error_line: Callable[[str], None] | None = None,
+    **options: Unpack[LoadOptions],
 ) -> LoadedProfiles:
     """Read the trace files at ``paths`` and profile every trace they hold, together.
 
@@ -130,9 +140,9 @@ def load_profiles(
     of one step per trace. A trace the analysis fails on (a bug of ours) gets an error line too,
     and the others are still profiled. The cyclic garbage collector is paused throughout.
     """
-    report = _ErrorLines(progress, on_error_line)
+    report = _ErrorLines(options.get("progress"), options.get("on_error_line"))
     with cyclic_gc_paused():
-        return _profiled(_read(paths, report), classifier, prices, report)
+        return _profiled(_read(paths, report), options, report)
 
 
 def read_trace_files(
@@ -164,41 +174,33 @@ def _read(paths: Sequence[str], report: _ErrorLines) -> list[TraceFile]:
 
 def profile_trace_files(
     trace_files: Sequence[TraceFile],
-    *,
-    classifier: Classifier = classify,
-    prices: PriceTable | None = None,
-    progress: LoadProgress | None = None,
-    on_error_line: Callable[[str], None] | None = None,
+    **options: Unpack[LoadOptions],
 ) -> LoadedProfiles:
     """Profile the traces of trace files already read (such as ``stores.fetch_traces`` fetched).
 
     What :func:`load_profiles` does after reading its files, with the same error lines (a
     trace file's own, then one per trace the analysis fails on) and the same order of profiles.
     """
-    report = _ErrorLines(progress, on_error_line)
+    report = _ErrorLines(options.get("progress"), options.get("on_error_line"))
     with cyclic_gc_paused():
         for trace_file in trace_files:
             line = trace_file.error_line()
             if line is not None:
                 report(line)
-        return _profiled(trace_files, classifier, prices, report)
+        return _profiled(trace_files, options, report)
 
 
 def profile_read_files(
     trace_files: Sequence[TraceFile],
     error_lines: Sequence[str],
-    *,
-    classifier: Classifier = classify,
-    prices: PriceTable | None = None,
-    progress: LoadProgress | None = None,
-    on_error_line: Callable[[str], None] | None = None,
+    **options: Unpack[LoadOptions],
 ) -> LoadedProfiles:
     """Profile the traces of files read by :func:`read_trace_files`, whose ``error_lines`` were
     passed on then: what :func:`load_profiles` returns for them."""
-    report = _ErrorLines(progress, on_error_line)
+    report = _ErrorLines(options.get("progress"), options.get("on_error_line"))
     report.lines.extend(error_lines)
     with cyclic_gc_paused():
-        return _profiled(trace_files, classifier, prices, report)
+        return _profiled(trace_files, options, report)
 
 
 class _ErrorLines:
@@ -217,17 +219,13 @@ class _ErrorLines:
             self._on_error_line(line)
 
 
-def _profiled(
-    trace_files: Sequence[TraceFile],
-    classifier: Classifier,
-    prices: PriceTable | None,
-    report: _ErrorLines,
-) -> LoadedProfiles:
+def _profiled(trace_files: Sequence[TraceFile], options: LoadOptions, report: _ErrorLines) -> LoadedProfiles:
     progress = report.progress
     files = files_read(trace_files)
     groups = group_by_trace(record for file in trace_files for record in file.records)
     progress.start(PROFILING, len(groups))
-    profiles = profile_groups(groups, classifier, prices, report, progress.advance)
+    classifier = options.get("classifier", classify)
+    profiles = profile_groups(groups, classifier, options.get("prices"), report, progress.advance)
     return LoadedProfiles(profiles, files, report.lines)
 
 

@@ -16,7 +16,7 @@ from ..adapters.files import TraceFile
 from ..errors import CannotAnalyse
 from ..report.progress import Progress, progress_enabled
 from .inputs import OfflineInputs, PrometheusSource, StoreSource
-from .loading import LoadedProfiles, LoadProgress, load_profiles, profile_trace_files
+from .loading import LoadedProfiles, LoadOptions, load_profiles, profile_trace_files
 
 _NS_PER_S = 10**9
 
@@ -46,22 +46,17 @@ def load_inputs(
     Raises :class:`CannotAnalyse` when the store or Prometheus could not be read or the saved file
     written. ``on_note`` gets a line when Prometheus had nothing for the calls (not an error).
     """
+    options: LoadOptions = {"prices": inputs.prices, "progress": progress, "on_error_line": on_error_line}
     if inputs.store is None:
-        loaded = load_profiles(inputs.files, prices=inputs.prices, progress=progress, on_error_line=on_error_line)
+        loaded = load_profiles(inputs.files, **options)
     else:
-        loaded = _fetched(inputs, inputs.store, progress=progress, on_error_line=on_error_line)
+        loaded = _fetched(inputs.store, progress, options)
     if inputs.prometheus is not None:
         _with_backend_load(inputs.prometheus, loaded, progress, on_note)
     return loaded
 
 
-def _fetched(
-    inputs: OfflineInputs,
-    store: StoreSource,
-    *,
-    progress: Progress | None,
-    on_error_line: Callable[[str], None] | None,
-) -> LoadedProfiles:
+def _fetched(store: StoreSource, progress: Progress | None, options: LoadOptions) -> LoadedProfiles:
     # A fetch shows its bar when standard error is a terminal, also in a command without --progress.
     shown = progress if progress is not None else Progress(progress_enabled(None))
     trace_files = fetch_store(store, shown)
@@ -75,8 +70,7 @@ def _fetched(
                 saved.write(document)
         except OSError as exc:
             raise CannotAnalyse(f"cannot write {store.save}: {exc.strerror or exc}") from None
-    loading: LoadProgress | None = progress
-    loaded = profile_trace_files(trace_files, prices=inputs.prices, progress=loading, on_error_line=on_error_line)
+    loaded = profile_trace_files(trace_files, **options)
     shown.close()
     return loaded
 

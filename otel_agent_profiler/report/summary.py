@@ -60,7 +60,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypedDict
+
+from typing_extensions import Unpack
 
 from .._version import __version__
 from ..core.backend_load import summarize_loads
@@ -239,68 +241,61 @@ def _forecasts(table: Any) -> dict[str, Any] | None:
     }
 
 
+class SummaryOptions(TypedDict, total=False):
+    """What :func:`build_summary` and :func:`write_summary` take beside the profiles and findings."""
+
+    #: The trace the report opens with (default: the slowest).
+    selected_trace_id: str | None
+    statistics: Mapping[str, Any] | None
+    #: The files read, as the JSON outputs list them.
+    files: Sequence[Mapping[str, Any]]
+    #: The traces whose spans are included (all when None).
+    detail_trace_ids: Collection[str] | None
+    #: The prompt-prefix candidates, when they were asked for.
+    prefix_cache: Sequence[Any] | None
+
+
 def build_summary(
     profiles: Sequence[TraceProfile],
     findings: Mapping[str, Sequence[Finding]],
-    *,
-    selected_trace_id: str | None = None,
-    statistics: Mapping[str, Any] | None = None,
-    files: Sequence[Mapping[str, Any]] = (),
-    detail_trace_ids: Collection[str] | None = None,
-    prefix_cache: Sequence[Any] | None = None,
+    **options: Unpack[SummaryOptions],
 ) -> dict[str, Any]:
-    """The summary JSON document (see the module docs).
-
-    ``detail_trace_ids``: the traces whose spans are included (all when None).
-    ``prefix_cache``: the prompt-prefix candidates, when they were asked for.
-    """
-    return _summary(
-        profiles, findings, selected_trace_id, statistics, files, detail_trace_ids, prefix_cache, lazy=False
-    )
+    """The summary JSON document (see the module docs); ``options``: see :class:`SummaryOptions`."""
+    return _summary(profiles, findings, options, lazy=False)
 
 
 def write_summary(
     out: BinaryIO,
     profiles: Sequence[TraceProfile],
     findings: Mapping[str, Sequence[Finding]],
-    *,
-    selected_trace_id: str | None = None,
-    statistics: Mapping[str, Any] | None = None,
-    files: Sequence[Mapping[str, Any]] = (),
-    detail_trace_ids: Collection[str] | None = None,
-    prefix_cache: Sequence[Any] | None = None,
+    **options: Unpack[SummaryOptions],
 ) -> None:
     """Write :func:`build_summary`'s document to ``out`` as compact JSON and a newline, a trace at a time.
 
     The bytes are those of ``msgspec.json.encode(build_summary(...))``; the traces' dicts are
     built one at a time as they are written, never all at once.
     """
-    summary = _summary(
-        profiles, findings, selected_trace_id, statistics, files, detail_trace_ids, prefix_cache, lazy=True
-    )
-    write_compact_document(out, summary, "traces")
+    write_compact_document(out, _summary(profiles, findings, options, lazy=True), "traces")
 
 
 def _summary(
     profiles: Sequence[TraceProfile],
     findings: Mapping[str, Sequence[Finding]],
-    selected_trace_id: str | None,
-    statistics: Mapping[str, Any] | None,
-    files: Sequence[Mapping[str, Any]],
-    detail_trace_ids: Collection[str] | None,
-    prefix_cache: Sequence[Any] | None,
+    options: SummaryOptions,
     *,
     lazy: bool,
 ) -> dict[str, Any]:
-    selected = select_trace(profiles, selected_trace_id) if profiles else None
-    traces = _trace_documents(by_duration(profiles), findings, detail_trace_ids)
+    selected = select_trace(profiles, options.get("selected_trace_id")) if profiles else None
+    traces = _trace_documents(by_duration(profiles), findings, options.get("detail_trace_ids"))
     splits = find_split_llm_calls(profiles)
+    statistics = options.get("statistics")
+    prefix_cache = options.get("prefix_cache")
     return {
         "format": SUMMARY_FORMAT,
         "version": SUMMARY_VERSION,
         "generator": f"otel-agent-profiler {__version__}",
         "selected_trace_id": selected.trace_id if selected is not None else None,
-        "files": [dict(f) for f in files],
+        "files": [dict(f) for f in options.get("files", ())],
         "totals": cross_trace_totals(profiles, splits).to_dict(),
         "split_llm_calls": [split.to_dict() for split in splits],
         "traces": traces if lazy else list(traces),

@@ -26,6 +26,7 @@ import urllib.parse
 import urllib.request
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import grpc  # type: ignore[import-untyped]
@@ -148,6 +149,16 @@ MERGE_UP_TO_SPANS = 1000
 
 #: Called with each batch's outcome: (delivered, span count, estimated bytes).
 OnDone = Callable[[bool, int, int], None]
+
+
+@dataclass
+class DeliveryCounts:
+    """What became of what a signal's senders sent: items received, forwarded upstream, and failed
+    (given up on, not delivered)."""
+
+    received: int = 0
+    forwarded: int = 0
+    failed: int = 0
 
 
 class Forwarder:

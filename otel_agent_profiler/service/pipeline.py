@@ -38,7 +38,7 @@ from ..live.profile_options import ProfileOptions
 from ..live.profiling import CONSEQUENCES, ProfilingStep
 from ..live.program_averages import ProgramAverages
 from ..live.trace_assembly import ERROR, REFUSE_NEW, REFUSE_SPAN, TraceAssembly, TraceState
-from .forwarder import Forwarder
+from .forwarder import DeliveryCounts, Forwarder
 from .spans import HeldSpan, Origin, build_request, enrich, held_spans_of
 
 logger = logging.getLogger(__name__)
@@ -75,13 +75,10 @@ class PipelineConfig:
 
 
 @dataclass
-class Counts:
-    """Running totals for ``/health``: spans received, profiled, invalid, forwarded and failed (not
-    delivered), requests rejected, traces profiled."""
+class Counts(DeliveryCounts):
+    """Running totals for ``/health``: spans received, forwarded and failed, then profiled,
+    invalid, requests rejected, traces profiled."""
 
-    received: int = 0
-    forwarded: int = 0
-    failed: int = 0
     profiled: int = 0
     invalid: int = 0
     rejected: int = 0

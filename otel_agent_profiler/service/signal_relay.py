@@ -13,11 +13,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import Overloaded
-from .forwarder import Forwarder
+from .forwarder import DeliveryCounts, Forwarder
 from .signals import Signal
+
+
+@dataclass
+class RelayCounts(DeliveryCounts):
+    """One signal's running totals: items received, forwarded and failed, requests taken, items
+    held now, and requests refused."""
+
+    requests: int = 0
+    held: int = 0
+    rejected_requests: int = 0
 
 
 class SignalRelay:
@@ -39,12 +50,8 @@ class SignalRelay:
         self._other_held_bytes = other_held_bytes
         self._lock = threading.Lock()
         self._stopping = False
-        self.requests = 0
-        self.received = 0
-        self.forwarded = 0
-        self.failed = 0
-        self.rejected_requests = 0
-        self.held_items = 0
+        self._counts = RelayCounts()
+        #: Bytes of the requests held (taken, not yet delivered or given up), for the shared memory limit.
         self.held_bytes = 0
         if forwarder is not None:
             forwarder.on_done = self._settled
@@ -53,8 +60,9 @@ class SignalRelay:
         """Why no request can be taken now, or None. Called with the lock held."""
         if self._stopping:
             return "shutting down"
-        if self.held_items >= self._max_pending_items:
-            return f"{self.held_items} {self.signal.item}s held (--max-pending-spans {self._max_pending_items})"
+        held_items = self._counts.held
+        if held_items >= self._max_pending_items:
+            return f"{held_items} {self.signal.item}s held (--max-pending-spans {self._max_pending_items})"
         held_bytes = self.held_bytes + self._other_held_bytes()
         if held_bytes >= self._max_held_bytes:
             return f"{held_bytes} bytes held (memory limit {self._max_held_bytes})"
@@ -70,13 +78,13 @@ class SignalRelay:
         with self._lock:
             reason = self._limit_reached()
             if reason is not None:
-                self.rejected_requests += 1
+                self._counts.rejected_requests += 1
                 raise Overloaded(reason)
-            self.requests += 1
-            self.received += count
+            self._counts.requests += 1
+            self._counts.received += count
             if self.forwarder is None or not count:
                 return count
-            self.held_items += count
+            self._counts.held += count
             self.held_bytes += size_bytes
         self.forwarder.submit(request, size_bytes, count)
         return count
@@ -84,10 +92,10 @@ class SignalRelay:
     def _settled(self, delivered: bool, items: int, size_bytes: int) -> None:
         with self._lock:
             if delivered:
-                self.forwarded += items
+                self._counts.forwarded += items
             else:
-                self.failed += items
-            self.held_items -= items
+                self._counts.failed += items
+            self._counts.held -= items
             self.held_bytes -= size_bytes
 
     def stop_receiving(self) -> None:
@@ -95,13 +103,6 @@ class SignalRelay:
             self._stopping = True
 
     def counts(self) -> dict[str, int]:
-        """What ``/health`` shows under ``signals``: requests and items received, forwarded, failed, held."""
+        """What ``/health`` shows under ``signals`` (see :class:`RelayCounts`)."""
         with self._lock:
-            return {
-                "requests": self.requests,
-                "received": self.received,
-                "forwarded": self.forwarded,
-                "failed": self.failed,
-                "held": self.held_items,
-                "rejected_requests": self.rejected_requests,
-            }
+            return asdict(self._counts)
