@@ -119,7 +119,7 @@ def add_store_options(parser: argparse.ArgumentParser, *, with_store: bool = Tru
             "key=value pairs separated by commas, values percent-encoded"
             if with_store
             else f"a side given as {SIDE_SYNTAX}; the keys are the store options' names (service, operation, "
-            "tag, query, project, trace-id, since, start, end, limit) and a value is percent-encoded (& as %%26). "
+            "tag, query, project, trace-id, since, start, end, limit) and a value is percent-encoded (& as %26). "
             f"Headers (authentication) come from ${OTEL_AGENT_PROFILER_SOURCE_HEADERS}"
         ),
     )

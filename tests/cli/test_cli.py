@@ -817,3 +817,13 @@ def test_progress_bar_goes_to_stderr_and_leaves_the_report_alone(
     assert "profiling" not in captured.out
     assert main(["analyze", str(EXAMPLE), "--no-findings"]) == 0
     assert capsys.readouterr().err == ""  # not a terminal: no bar
+
+
+@pytest.mark.parametrize("command", ["analyze", "report", "export", "diff", "serve"])
+def test_help_shows_no_format_escapes(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Argument groups' descriptions are printed as written, not %-formatted as option help is:
+    # a doubled percent sign there reaches the reader as "%%".
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert "%%" not in out and "%(" not in out

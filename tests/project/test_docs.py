@@ -18,10 +18,10 @@ PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
 @pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=[f"python-block-{i}" for i in range(len(PYTHON_BLOCKS))])
 def test_readme_python_blocks_run(block: str, tmp_path: Path) -> None:
     # Each block runs in a fresh interpreter, as a reader would run it: OpenTelemetry's global
-    # providers can be set only once per process.
+    # providers can be set only once per process; from the checkout's root, where its paths lead.
     script = tmp_path / "readme_block.py"
     script.write_text(block, encoding="utf-8")
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
