@@ -512,6 +512,18 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         flushed = self._drain_all(deadline, deadline, final=False)
         return self._out.force_flush(deadline) and flushed
 
+    def flush_at_exit(self, timeout_millis: int = 30000) -> bool:
+        """Flush for an application that is ending: like ``shutdown``, traces still running are
+        profiled with the spans that ended (later spans of theirs go out unprofiled), so their
+        metrics are recorded while the meter provider still takes them; then the downstream
+        processors are flushed. The processor keeps working.
+        """
+        deadline = time.monotonic() + timeout_millis / 1000
+        if self._shutdown:
+            return False
+        flushed = self._drain_all(deadline, deadline, final=True)
+        return self._out.force_flush(deadline) and flushed
+
     def shutdown(self) -> None:
         """Profile and export everything pending, then shut the downstream processors down.
 

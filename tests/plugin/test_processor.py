@@ -901,6 +901,24 @@ def test_flushing_after_every_span_end_keeps_memory_bounded_and_converts_each_sp
     assert sum(conversions) <= runs * 12
 
 
+def test_the_flush_at_exit_profiles_the_traces_still_running(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    root = rig.tracer.start_span("root", start_time=T0)
+    child = rig.tracer.start_span("child", context=ctx_of(root), start_time=T0 + MS)
+    child.end(end_time=T0 + 4 * MS)
+    assert rig.profiler.flush_at_exit(5000) is True
+    exported = rig.exported()
+    assert [s.name for s in exported] == ["child"]
+    assert exported[0].attributes[attr.TRACE_COMPLETE] is False
+    assert_matches_core(exported, rig.originals.get_finished_spans(), complete=False)
+    assert rig.outcomes("agent_profiler.traces") == {"flushed": 1}
+    root.end(end_time=T0 + 10 * MS)
+    rig.flush()
+    assert [s.name for s in rig.exported()] == ["child", "root"]
+    assert not profile_keys(rig.exported()[1])
+    assert rig.outcomes() == {"profiled": 1, "unprofiled_late": 1}
+
+
 def test_force_flush_flushes_the_downstream_processors(make_rig: Callable[..., Rig]) -> None:
     recorder = Recorder()
     rig = make_rig(downstream=[recorder])
