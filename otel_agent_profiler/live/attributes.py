@@ -64,6 +64,11 @@ BOTTLENECK_SHARE = "agent_profiler.trace.bottleneck.share"
 
 TOKEN_TYPES = ("input", "output", "cached_input", "reasoning")
 
+#: On a span that a ``force_flush()`` exported before its trace completed, instead of the profile
+#: attributes (the trace's critical path was not known yet). The trace's profile, its metrics and
+#: its root's totals still cover the span.
+EXPORTED_EARLY = "agent_profiler.exported_early"
+
 #: Attributes on every profiled span: name -> (type, unit or None, description).
 SPAN_ATTRIBUTES: dict[str, tuple[str, str | None, str]] = {
     CATEGORY: ("string", None, "llm, embedding, tool, agent, retrieval, memory or internal"),

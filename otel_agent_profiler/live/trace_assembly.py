@@ -17,6 +17,12 @@ completes and in what a cap does, and those are the constructor's parameters:
   ``EVICT_OLDEST`` only): the oldest traces are pushed out until the rest fits. Counts alone do not
   bound memory: one trace of large prompts weighs as much as thousands of small ones.
 
+A flush in the middle of a trace (the processor's ``force_flush``) must export the spans that
+ended without ending the trace: ``take_for_flush`` hands them over and the trace stays held, with
+what the caller ``keep``s of them (the processor: their records, not the SDK spans) in their place,
+so the trace's profile still covers them when it completes. What is kept counts toward the caps
+like the spans it replaces.
+
 Thread-safe, with O(1) work per span under one short lock. Spans are opaque here: anything with a
 trace id (and, for the processor, a span id).
 """
@@ -28,7 +34,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 SpanT = TypeVar("SpanT")
 
@@ -72,15 +78,30 @@ class TraceState(Generic[SpanT]):
     #: Clock time of the trace's last span start or end: the wait for completion counts
     #: from there, so a long run that is still active is not cut short.
     last_activity: float
+    #: Ended spans held, not yet exported.
     spans: list[SpanT] = field(default_factory=list)
     open_span_ids: set[int] = field(default_factory=set)
     local_root_ended: bool = False
-    #: Estimated bytes of the spans held (their sizes as given to ``span_ended``).
+    #: Estimated bytes of ``spans`` (their sizes as given to ``span_ended``).
     span_bytes: int = 0
+    #: How many of the trace's ended spans a flush exported before the trace completed.
+    exported_early: int = 0
+    #: What the caller kept of those spans (``keep``), in the order they ended; opaque here.
+    kept: list[Any] = field(default_factory=list)
+    #: Estimated bytes of ``kept``: the sizes of the spans it stands for.
+    kept_bytes: int = 0
+    #: False when the caller could not keep what it needed of spans exported early: the trace
+    #: can no longer be profiled whole.
+    kept_whole: bool = True
 
     @property
     def held_bytes(self) -> int:
-        return self.span_bytes + OPEN_SPAN_BYTES * len(self.open_span_ids)
+        return self.span_bytes + self.kept_bytes + OPEN_SPAN_BYTES * len(self.open_span_ids)
+
+    @property
+    def span_count(self) -> int:
+        """Ended spans of the trace seen so far: held, and exported early."""
+        return len(self.spans) + self.exported_early
 
 
 @dataclass
@@ -91,6 +112,14 @@ class UnprofiledSpans(Generic[SpanT]):
     spans: list[SpanT]
     #: Their estimated bytes, as given to ``span_ended``.
     size: int = 0
+    #: Spans of the same trace that a flush exported before it was pushed out: not exported
+    #: again, but their trace goes unprofiled too, so they count with ``reason``.
+    exported_early: int = 0
+
+    @property
+    def counted(self) -> int:
+        """How many spans go unprofiled for ``reason``."""
+        return len(self.spans) + self.exported_early
 
 
 @dataclass
@@ -163,6 +192,9 @@ class TraceAssembly(Generic[SpanT]):
         # Least recently active first: that is the order traces time out and are evicted in.
         self._in_flight: OrderedDict[Hashable, TraceState[SpanT]] = OrderedDict()
         self._ready: deque[TraceState[SpanT]] = deque()
+        # Traces in flight with ended spans not yet exported, for take_for_flush: a flush after
+        # every span end then costs what is new, not every trace held.
+        self._unflushed: dict[Hashable, TraceState[SpanT]] = {}
         # Traces already let go of (complete, pushed out by a cap, timed out, flushed): their
         # later spans are handed back. Bounded; the oldest ids are forgotten first.
         self._released: OrderedDict[Hashable, str] = OrderedDict()
@@ -209,7 +241,7 @@ class TraceAssembly(Generic[SpanT]):
                         return pushed_out
                     self._make_room(TRACE_CAP, pushed_out)
                 state = self._in_flight[trace_id] = TraceState(trace_id, self._clock())
-            elif len(state.spans) + len(state.open_span_ids) >= self.max_spans_per_trace:
+            elif state.span_count + len(state.open_span_ids) >= self.max_spans_per_trace:
                 # Not noted: should the trace complete before this span ends, the span is late
                 # and goes out unprofiled, as spans of a trace over its cap do.
                 return pushed_out
@@ -245,7 +277,7 @@ class TraceAssembly(Generic[SpanT]):
             if span_id is not None and span_id in state.open_span_ids:
                 state.open_span_ids.discard(span_id)
                 self._held_bytes -= OPEN_SPAN_BYTES
-            if len(state.spans) >= self.max_spans_per_trace:
+            if state.span_count >= self.max_spans_per_trace:
                 if not self._release_trace:
                     unprofiled.append(self._refuse(SPAN_CAP, span, size))
                     return unprofiled, False
@@ -253,7 +285,9 @@ class TraceAssembly(Generic[SpanT]):
                 self._release(trace_id, SPAN_CAP)
                 self._forget(state)
                 self.counts.over_span_cap += len(state.spans) + 1
-                unprofiled.append(UnprofiledSpans(SPAN_CAP, [*state.spans, span], state.span_bytes + size))
+                unprofiled.append(
+                    UnprofiledSpans(SPAN_CAP, [*state.spans, span], state.span_bytes + size, state.exported_early)
+                )
                 return unprofiled, False
             if self.max_bytes is not None and self._held_bytes + size > self.max_bytes:
                 self._shed_bytes(trace_id, unprofiled, size)
@@ -267,10 +301,12 @@ class TraceAssembly(Generic[SpanT]):
             state.span_bytes += size
             self._held_spans += 1
             self._held_bytes += size
+            self._unflushed[trace_id] = state
             if is_local_root:
                 state.local_root_ended = True
             if self._complete_at_local_root and state.local_root_ended and not state.open_span_ids:
                 del self._in_flight[trace_id]
+                del self._unflushed[trace_id]
                 self._ready.append(state)
                 # From now on its spans are late, even before the trace is taken.
                 self._release(trace_id, _COMPLETE)
@@ -297,8 +333,10 @@ class TraceAssembly(Generic[SpanT]):
 
     def _forget(self, state: TraceState[SpanT]) -> None:
         """Take a trace let go of off the held totals."""
-        self._held_spans -= len(state.spans)
+        self._held_spans -= state.span_count
         self._held_bytes -= state.held_bytes
+        if self._unflushed.get(state.trace_id) is state:
+            del self._unflushed[state.trace_id]
 
     def _release(self, trace_id: Hashable, reason: str) -> None:
         self._released[trace_id] = reason
@@ -320,8 +358,8 @@ class TraceAssembly(Generic[SpanT]):
             self.counts.over_memory_cap += len(state.spans)
         else:
             self.counts.over_trace_cap += len(state.spans)
-        if state.spans:
-            pushed_out.append(UnprofiledSpans(reason, state.spans, state.span_bytes))
+        if state.spans or state.exported_early:
+            pushed_out.append(UnprofiledSpans(reason, state.spans, state.span_bytes, state.exported_early))
         return True
 
     def _shed_bytes(self, trace_id: Hashable, pushed_out: list[UnprofiledSpans[SpanT]], incoming: int = 0) -> None:
@@ -364,17 +402,52 @@ class TraceAssembly(Generic[SpanT]):
             return expired
 
     def take_all(self) -> tuple[list[TraceState[SpanT]], list[TraceState[SpanT]]]:
-        """Everything held: (complete traces, incomplete traces). Used by flush and shutdown."""
+        """Everything held: (complete traces, incomplete traces). Used by shutdown (and serve's flush)."""
         with self._lock:
             ready = list(self._ready)
             self._ready.clear()
             incomplete = list(self._in_flight.values())
             self._in_flight.clear()
+            self._unflushed.clear()
             for state in incomplete:
                 self._release(state.trace_id, _FLUSHED)
             self._held_spans = 0
             self._held_bytes = 0
             return ready, incomplete
+
+    def take_for_flush(self) -> list[tuple[TraceState[SpanT], list[SpanT]]]:
+        """The ended spans of traces still in flight, to export now; the traces stay held.
+
+        Each span is handed over once: the next call returns only spans that ended since. The
+        caller exports them and gives ``keep`` what the trace's profile will need of them; until
+        then the trace must not be taken (the processor holds its processing lock across both).
+        Complete traces are not included: ``take_ready`` hands them over whole.
+        """
+        with self._lock:
+            taken = []
+            for state in self._unflushed.values():
+                taken.append((state, state.spans))
+                state.exported_early += len(state.spans)
+                state.spans = []
+                # Kept in their place: the same estimate, until what is kept is let go of.
+                state.kept_bytes += state.span_bytes
+                state.span_bytes = 0
+            self._unflushed.clear()
+            return taken
+
+    def keep(self, state: TraceState[SpanT], kept: list[Any] | None) -> None:
+        """Keep, for the trace's profile, what stands for the spans ``take_for_flush`` took from it.
+
+        ``kept`` has one item per span, in their order; None when the caller could not make them:
+        the trace can then no longer be profiled whole (``TraceState.kept_whole``).
+        """
+        with self._lock:
+            if kept is None:
+                state.kept_whole = False
+                # Nothing will profile what was kept so far: only the counts are needed now.
+                state.kept.clear()
+            elif state.kept_whole:
+                state.kept.extend(kept)
 
     def next_expiry(self) -> float | None:
         """Clock time at which the least recently active trace times out, if any."""

@@ -5,11 +5,14 @@ does O(1) work per span: note a span opened, or hold an ended one. When a trace 
 (its local root ended and none of its spans is open) a daemon worker profiles it with the
 analysis core, hands enriched copies of its spans to the downstream processors and records
 the profile metrics. A trace that does not complete within the timeout is profiled with the
-spans that ended; its later spans are exported unprofiled. Spans a cap pushes out are exported
-unprofiled too, by the worker: a whole trace handed to a slow exporter must not hold up the
-application's thread. The worker hands spans over at the pace the exporting processors can take
-them (``downstream.py``); what they cannot take by a deadline is counted and logged. Nothing the
-profiler does raises into the app (README "Delivery guarantees").
+spans that ended; its later spans are exported unprofiled. A ``force_flush`` exports the spans
+that ended, as the SDK promises, without ending their trace: those of a trace still running go
+out marked ``agent_profiler.exported_early`` and their records stay held, so the trace is
+profiled whole when it completes (its later spans enriched, its root with the totals). Spans a
+cap pushes out are exported unprofiled too, by the worker: a whole trace handed to a slow
+exporter must not hold up the application's thread. The worker hands spans over at the pace the
+exporting processors can take them (``downstream.py``); what they cannot take by a deadline is
+counted and logged. Nothing the profiler does raises into the app (README "Delivery guarantees").
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from ..adapters.sdk_spans import records_from_spans
 from ..core.profile import TraceProfile
 from ..core.records import SpanRecord
 from ..errors import handle_internal_errors, report_internal_error
+from ..live.attributes import EXPORTED_EARLY
 from ..live.backend_poller import BackendPoller
 from ..live.profile_metrics import ProfileMetrics
 from ..live.profiling import ProfilingStep
@@ -68,6 +72,8 @@ _LOST_LOG_INTERVAL_S = 60.0
 # After a shutdown's deadline, how long it waits for the worker to finish handing over (no
 # longer waiting for room) before it shuts the exporting processors down.
 _WORKER_FINISH_S = 5.0
+# What a span exported before its trace completed carries instead of its profile.
+_EARLY_MARK = {EXPORTED_EARLY: True}
 # The guards of the hooks the application calls for every span, made once (they keep no state).
 _ON_START_GUARD = handle_internal_errors("on_start")
 _ON_END_GUARD = handle_internal_errors("on_end")
@@ -257,7 +263,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         # Shutting down, or the worker is behind by more than memory allows: what the exporting
         # processors have no room for now is counted as lost rather than pushed into a full queue.
         if group.reason:
-            self._count(group.reason, len(group.spans))
+            self._count(group.reason, group.counted)
         self._add_lost(len(group.spans) - self._out.hand(group.spans))
 
     def _wake_worker(self) -> None:
@@ -303,13 +309,18 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         self, state: TraceState[ReadableSpan], complete: bool, outcome: str, give_up_at: float | None = None
     ) -> None:
         spans = state.spans
-        if not spans:
+        # The records of spans a flush exported before the trace completed come first (they
+        # ended first): the profile covers them, only the spans still held are exported.
+        kept: list[SpanRecord] = state.kept
+        if not spans and not state.exported_early:
             return
         records: list[SpanRecord] | None = None
-        with handle_internal_errors("profiling"):
-            records = records_from_spans(spans)
+        if state.kept_whole:
+            with handle_internal_errors("profiling"):
+                records = kept + records_from_spans(spans)
         if records is None:
-            self._export_unprofiled(UnprofiledSpans(ERROR, spans), give_up_at, paced=True)
+            group = UnprofiledSpans(ERROR, spans, exported_early=state.exported_early)
+            self._export_unprofiled(group, give_up_at, paced=True)
             return
         # Profiled, enriched and its metrics recorded before the export, so whoever sees the spans
         # exported sees their metrics. A failed analysis was counted by the step.
@@ -321,7 +332,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         self._profiled_traces += 1
         exported = [
             span if extra is None else EnrichedSpan.of(span, extra)
-            for span, extra in zip(spans, profiled.attributes, strict=True)
+            for span, extra in zip(spans, profiled.attributes[len(kept) :], strict=True)
         ]
         self._export_paced(exported, give_up_at)
         with handle_internal_errors("profile release"):
@@ -394,7 +405,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         self, group: UnprofiledSpans[ReadableSpan], give_up_at: float | None = None, *, paced: bool = False
     ) -> None:
         if group.reason:
-            self._count(group.reason, len(group.spans))
+            self._count(group.reason, group.counted)
         if paced:
             self._export_paced(group.spans, give_up_at)
         else:
@@ -429,12 +440,15 @@ class AgentProfilerSpanProcessor(SpanProcessor):
 
     # -- flush and shutdown ---------------------------------------------------------------
 
-    def _drain_all(self, deadline: float, lock_deadline: float) -> bool:
-        """Profile and export everything held; past ``deadline`` export the rest unprofiled.
+    def _drain_all(self, deadline: float, lock_deadline: float, *, final: bool) -> bool:
+        """Export every ended span held, profiled where its trace can be; past ``deadline``
+        export the rest unprofiled.
 
-        Waits for the worker's lock until ``lock_deadline`` (the worker, past the deadline, no
-        longer waits for room downstream, so it lets go soon). Returns False when the deadline
-        cut the work short.
+        A flush (not ``final``) profiles the complete traces and exports the ended spans of the
+        others early, which stay held (``_export_early``); shutdown (``final``) profiles them
+        with the spans that ended. Waits for the worker's lock until ``lock_deadline`` (the
+        worker, past the deadline, no longer waits for room downstream, so it lets go soon).
+        Returns False when the deadline cut the work short.
         """
         if not self._process_lock.acquire(timeout=max(0.0, lock_deadline - time.monotonic())):
             return False
@@ -443,16 +457,23 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             with handle_internal_errors("flush"):
                 # What a cap pushed out is older than anything still held.
                 self._export_pushed_out(deadline)
-                ready, incomplete = self._buffer.take_all()
-                # Flush and shutdown promise that every ended span is exported, so a trace still
-                # running is profiled with what it has; its later spans will be exported unprofiled.
+                if final:
+                    ready, incomplete = self._buffer.take_all()
+                else:
+                    # Early exports first: a trace that completes meanwhile is then ready, and taken
+                    # below, so no span that ended before the flush is left behind.
+                    self._export_early(deadline)
+                    ready, incomplete = self._buffer.take_ready(), []
+                # Shutdown promises that every ended span is exported, so a trace still running is
+                # profiled with what it has; spans ending later pass through unprofiled.
                 work = [(state, True, "complete") for state in ready]
                 work += [(state, False, "flushed") for state in incomplete]
                 for state, complete, outcome in work:
                     with handle_internal_errors("flush"):
                         if time.monotonic() >= deadline:
                             on_time = False
-                            self._export_unprofiled(UnprofiledSpans(FLUSH_TIMEOUT, state.spans), deadline, paced=True)
+                            group = UnprofiledSpans(FLUSH_TIMEOUT, state.spans, exported_early=state.exported_early)
+                            self._export_unprofiled(group, deadline, paced=True)
                         else:
                             self._profile_and_export(state, complete, outcome, deadline)
                 self._report_sampled_out()
@@ -460,13 +481,47 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._process_lock.release()
         return on_time
 
+    def _export_early(self, deadline: float) -> None:
+        """Export the ended spans of traces still running, keeping their records for the profile.
+
+        Each span is converted and exported once, whatever the number of flushes: a flush after
+        every span end (as some agent frameworks do) costs what ended since the last one.
+        """
+        for state, spans in self._buffer.take_for_flush():
+            records: list[SpanRecord] | None = None
+            with handle_internal_errors("flush"):
+                records = records_from_spans(spans)
+            # Without the records the trace cannot be profiled whole: it will go out unprofiled.
+            self._buffer.keep(state, records)
+            if records is not None and self.config.enrich_spans:
+                self._export_paced([EnrichedSpan.of(span, _EARLY_MARK) for span in spans], deadline)
+            else:
+                self._export_paced(spans, deadline)
+
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Profile and export everything pending, then flush the downstream processors."""
+        """Export every span that ended, then flush the downstream processors.
+
+        Complete traces are profiled first. A trace still running is not ended by the flush: its
+        ended spans are exported now without profile attributes (marked
+        ``agent_profiler.exported_early``), and it is profiled whole when it completes.
+        """
         deadline = time.monotonic() + timeout_millis / 1000
         if self._shutdown:
             _logger.warning("otel-agent-profiler: force_flush called after shutdown; ignored")
             return False
-        flushed = self._drain_all(deadline, deadline)
+        flushed = self._drain_all(deadline, deadline, final=False)
+        return self._out.force_flush(deadline) and flushed
+
+    def flush_at_exit(self, timeout_millis: int = 30000) -> bool:
+        """Flush for an application that is ending: like ``shutdown``, traces still running are
+        profiled with the spans that ended (later spans of theirs go out unprofiled), so their
+        metrics are recorded while the meter provider still takes them; then the downstream
+        processors are flushed. The processor keeps working.
+        """
+        deadline = time.monotonic() + timeout_millis / 1000
+        if self._shutdown:
+            return False
+        flushed = self._drain_all(deadline, deadline, final=True)
         return self._out.force_flush(deadline) and flushed
 
     def shutdown(self) -> None:
@@ -491,7 +546,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             if worker.is_alive():
                 # Past the deadline it no longer waits for room; let it finish its hand-over.
                 worker.join(timeout=_WORKER_FINISH_S)
-        self._drain_all(deadline, max(deadline, time.monotonic()) + _WORKER_FINISH_S)
+        self._drain_all(deadline, max(deadline, time.monotonic()) + _WORKER_FINISH_S, final=True)
         self._log_lost(final=True)
         if self.backend_poller is not None:
             self.backend_poller.stop()

@@ -105,7 +105,9 @@ def _flush_before_providers_shut_down(profiler: AgentProfilerSpanProcessor) -> N
 def _flush_at_exit(ref: weakref.ref[AgentProfilerSpanProcessor]) -> None:
     profiler = ref()
     if profiler is not None:
-        profiler.force_flush(timeout_millis=10_000)
+        # Not force_flush, which leaves the traces still running held for their later spans:
+        # none will come, and their metrics must be recorded before the MeterProvider shuts down.
+        profiler.flush_at_exit(timeout_millis=10_000)
 
 
 def _put_in_front_of_exporters(provider: TracerProvider, profiler: AgentProfilerSpanProcessor) -> None:

@@ -316,10 +316,18 @@ def test_counters_by_outcome(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig()
     agent_trace(rig.tracer)
     agent_trace(rig.tracer, base=T0 + 1000 * MS)
+    # A flush leaves a running trace held: its spans count once, when it completes.
+    running = rig.tracer.start_span("running", context=Context())
+    running_child = rig.tracer.start_span("running child", context=ctx_of(running))
+    running_child.end()
+    rig.flush()
+    running.end()
+    rig.flush()
+    # The flush at exit profiles a running trace with what ended: its later spans are late.
     pending = rig.tracer.start_span("pending", context=Context())
     child = rig.tracer.start_span("pending child", context=ctx_of(pending))
     child.end()
-    rig.flush()
+    assert rig.profiler.flush_at_exit(10_000) is True
     pending.end()
     rig.flush()
     metrics = rig.metrics()
@@ -327,8 +335,8 @@ def test_counters_by_outcome(make_rig: Callable[..., Rig]) -> None:
     assert isinstance(metrics[pm.TRACES].data, Sum) and metrics[pm.TRACES].data.is_monotonic
     assert metrics[pm.SPANS].unit == "{span}"
     assert metrics[pm.TRACES].unit == "{trace}"
-    assert outcomes(rig) == {"profiled": 11, "unprofiled_late": 1}
-    assert outcomes(rig, pm.TRACES) == {"complete": 2, "flushed": 1}
+    assert outcomes(rig) == {"profiled": 13, "unprofiled_late": 1}
+    assert outcomes(rig, pm.TRACES) == {"complete": 3, "flushed": 1}
 
 
 # Trace ids whose low 64 bits put them first in (0x0...) or last out of (0xF...) any sample.

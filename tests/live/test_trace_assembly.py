@@ -20,6 +20,8 @@ import pytest
 from otel_agent_profiler.live.trace_assembly import (
     EVICT_OLDEST,
     LATE,
+    MEMORY_CAP,
+    OPEN_SPAN_BYTES,
     REFUSE_NEW,
     REFUSE_SPAN,
     RELEASE_TRACE,
@@ -266,6 +268,114 @@ def test_take_all_splits_complete_and_incomplete_traces() -> None:
     assert spans_of(incomplete) == ["partial"]
     assert len(buffer) == 0
     assert buffer.take_all() == ([], [])
+
+
+# -- a flush in the middle of a trace ------------------------------------------------------------
+
+
+def flush_keeping(buffer: TraceAssembly[str]) -> list[str]:
+    """What a flush exports, keeping each span's upper-cased name as the processor keeps its record."""
+    exported = []
+    for state, spans in buffer.take_for_flush():
+        buffer.keep(state, [span.upper() for span in spans])
+        exported += spans
+    return exported
+
+
+def test_a_flush_takes_each_ended_span_once_and_the_trace_stays_held() -> None:
+    buffer, _ = make_buffer()
+    buffer.span_started(1, 10)
+    buffer.span_started(1, 11)
+    buffer.span_ended(1, 11, "first", False, size=300)
+    assert flush_keeping(buffer) == ["first"]
+    assert flush_keeping(buffer) == []
+    assert (len(buffer), buffer.held_bytes) == (1, 300 + OPEN_SPAN_BYTES)
+    buffer.span_started(1, 12)
+    buffer.span_ended(1, 12, "second", False, size=200)
+    assert flush_keeping(buffer) == ["second"]
+    buffer.span_ended(1, 10, "root", True, size=100)
+    (state,) = buffer.take_ready()
+    # The trace is whole: what was kept of the spans exported early, then the spans still held.
+    assert (state.kept, state.spans, state.exported_early) == (["FIRST", "SECOND"], ["root"], 2)
+    assert (len(buffer), buffer.held_bytes, buffer.held_spans) == (0, 0, 0)
+    # Nothing is taken twice, and a complete trace is not taken by a flush.
+    buffer.span_started(2, 20)
+    buffer.span_ended(2, 20, "done", True)
+    assert flush_keeping(buffer) == []
+    assert spans_of(buffer.take_ready()) == ["done"]
+
+
+def test_a_flush_only_visits_traces_with_spans_that_ended_since() -> None:
+    buffer, _ = make_buffer()
+    for trace_id in range(50):
+        buffer.span_started(trace_id, trace_id * 10)
+        buffer.span_ended(trace_id, trace_id * 10 + 1, f"t{trace_id}", False)
+    assert len(buffer.take_for_flush()) == 50
+    buffer.span_ended(7, 71, "again", False)
+    assert [(state.trace_id, spans) for state, spans in buffer.take_for_flush()] == [(7, ["again"])]
+
+
+def test_spans_exported_early_count_toward_the_span_cap() -> None:
+    buffer, _ = make_buffer(max_spans=3)
+    buffer.span_started(1, 10)
+    for span_id in (11, 12):
+        buffer.span_started(1, span_id)
+        buffer.span_ended(1, span_id, f"s{span_id}", False)
+    assert flush_keeping(buffer) == ["s11", "s12"]
+    buffer.span_started(1, 13)
+    buffer.span_ended(1, 13, "s13", False)
+    pushed, ready = buffer.span_ended(1, 14, "s14", False)
+    assert (pushed, ready) == ([UnprofiledSpans(SPAN_CAP, ["s13", "s14"], exported_early=2)], False)
+    assert pushed[0].counted == 4
+    assert (len(buffer), buffer.held_bytes, buffer.held_spans) == (0, 0, 0)
+
+
+def test_a_trace_pushed_out_after_an_early_export_says_how_many_went_early() -> None:
+    buffer, _ = make_buffer(max_traces=1)
+    buffer.span_started(1, 10)
+    buffer.span_ended(1, 11, "early", False, size=500)
+    flush_keeping(buffer)
+    evicted = buffer.span_started(2, 20)
+    assert evicted == [UnprofiledSpans(TRACE_CAP, [], 0, exported_early=1)]
+    assert buffer.held_bytes == OPEN_SPAN_BYTES
+    # Its later spans follow it out, and a flush no longer sees it.
+    assert buffer.span_ended(1, 12, "later", False, size=10)[0] == [UnprofiledSpans(TRACE_CAP, ["later"], 10)]
+    assert flush_keeping(buffer) == []
+
+
+def test_what_is_kept_counts_toward_the_byte_limit() -> None:
+    buffer = TraceAssembly[str](
+        10, 100, idle_timeout_s=60, complete_at_local_root=True, at_trace_cap=EVICT_OLDEST,
+        at_span_cap=RELEASE_TRACE, max_bytes=1000, clock=FakeClock(),
+    )  # fmt: skip
+    buffer.span_ended(1, 11, "old", False, size=600)
+    flush_keeping(buffer)
+    pushed, _ = buffer.span_ended(2, 21, "new", False, size=600)
+    assert pushed == [UnprofiledSpans(MEMORY_CAP, [], 0, exported_early=1)]
+    assert buffer.held_bytes == 600
+
+
+def test_a_trace_whose_early_spans_could_not_be_kept_is_marked() -> None:
+    buffer, _ = make_buffer()
+    buffer.span_ended(1, 11, "early", False)
+    ((state, _),) = buffer.take_for_flush()
+    buffer.keep(state, None)
+    buffer.span_ended(1, 10, "root", True)
+    (ready,) = buffer.take_ready()
+    assert (ready.kept_whole, ready.kept, ready.exported_early, ready.spans) == (False, [], 1, ["root"])
+
+
+def test_shutdown_after_early_exports_takes_the_trace_with_what_was_kept() -> None:
+    buffer, _ = make_buffer()
+    buffer.span_started(1, 10)
+    buffer.span_ended(1, 11, "early", False)
+    flush_keeping(buffer)
+    buffer.span_ended(1, 12, "held", False)
+    ready, incomplete = buffer.take_all()
+    assert ready == []
+    ((state),) = incomplete
+    assert (state.kept, state.spans) == (["EARLY"], ["held"])
+    assert flush_keeping(buffer) == []
 
 
 # -- caps -----------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from otel_agent_profiler.live import profiling as profiling_module
 from otel_agent_profiler.live.profile_metrics import ProfileMetrics
 from otel_agent_profiler.live.profile_options import ProfileOptions
 from otel_agent_profiler.live.trace_assembly import TraceAssembly
+from otel_agent_profiler.plugin import processor as processor_module
 from otel_agent_profiler.plugin.config import _OPTIONS
 from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
 from tests.support.expected_attributes import expected_of
@@ -609,7 +610,7 @@ def test_caps_never_drop_spans_under_load(make_rig: Callable[..., Rig]) -> None:
 # -- flush and shutdown -------------------------------------------------------------------------
 
 
-def test_force_flush_profiles_and_exports_incomplete_traces(make_rig: Callable[..., Rig]) -> None:
+def test_force_flush_exports_the_ended_spans_of_a_running_trace_without_ending_it(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig()
     root = rig.tracer.start_span("root", start_time=T0)
     child = rig.tracer.start_span("child", context=ctx_of(root), start_time=T0 + MS)
@@ -618,13 +619,303 @@ def test_force_flush_profiles_and_exports_incomplete_traces(make_rig: Callable[.
     assert result is True
     exported = rig.exported()
     assert [s.name for s in exported] == ["child"]
+    assert profile_keys(exported[0]) == {attr.EXPORTED_EARLY: True}
+    root.end(end_time=T0 + 10 * MS)
+    rig.flush()
+    assert [s.name for s in rig.exported()] == ["child", "root"]
+    # The root, exported when the trace completed, carries the totals of both spans.
+    root_out = rig.exported()[1]
+    assert root_out.attributes[attr.TRACE_SPAN_COUNT] == 2
+    assert root_out.attributes[attr.TRACE_COMPLETE] is True
+    expected = expected_attributes(rig.originals.get_finished_spans())
+    assert {key: root_out.attributes.get(key) for key in expected[root.context.span_id]} == expected[
+        root.context.span_id
+    ]
+    assert rig.outcomes("agent_profiler.traces") == {"complete": 1}
+    assert rig.outcomes() == {"profiled": 2}
+
+
+def flushing_agent_run(
+    tracer: trace.Tracer, flush: Callable[[], object], base: int = T0, *, end_root: bool = True
+) -> list[Span]:
+    """A 12-span agent run that flushes after every span it ends, as Strands 0.2.1 does.
+
+    Three cycles of an LLM call and a tool (the second tool retrieves), then a final answer:
+    ``[root, cycle x3, chat x3, tool x3, retrieval, final chat]``, in the order they started.
+    """
+    spans: list[Span] = []
+    for _ in agent_run_steps(tracer, spans, base, end_root=end_root):
+        flush()
+    return spans
+
+
+def agent_run_steps(
+    tracer: trace.Tracer, spans: list[Span], base: int = T0, *, end_root: bool = True
+) -> Iterator[None]:
+    """The run of ``flushing_agent_run``, one step per span end (appending its spans to ``spans``)."""
+
+    def start(name: str, parent: Span | None, at_ms: int, attributes: dict[str, Any]) -> Span:
+        context = ctx_of(parent) if parent is not None else Context()
+        span = tracer.start_span(name, context=context, start_time=base + at_ms * MS, attributes=attributes)
+        spans.append(span)
+        return span
+
+    root = start("invoke_agent helper", None, 0, {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"})
+    for cycle_index in range(3):
+        at = 1 + cycle_index * 30
+        cycle = start(f"cycle {cycle_index}", root, at, {})
+        chat = start(
+            "chat gpt-4o",
+            cycle,
+            at + 1,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.usage.input_tokens": 100 + cycle_index,
+                "gen_ai.usage.output_tokens": 20,
+            },
+        )
+        chat.end(end_time=base + (at + 11 + cycle_index) * MS)
+        yield
+        tool = start(
+            f"execute_tool tool{cycle_index}",
+            cycle,
+            at + 15,
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": f"tool{cycle_index}"},
+        )
+        if cycle_index == 1:
+            retrieval = start("retrieve kb", tool, at + 16, {"gen_ai.operation.name": "retrieval"})
+            retrieval.end(end_time=base + (at + 24) * MS)
+            yield
+        tool.end(end_time=base + (at + 25) * MS)
+        yield
+        cycle.end(end_time=base + (at + 28) * MS)
+        yield
+    final = start(
+        "chat gpt-4o",
+        root,
+        92,
+        {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o", "gen_ai.usage.output_tokens": 30},
+    )
+    final.end(end_time=base + 99 * MS)
+    yield
+    if end_root:
+        root.end(end_time=base + 100 * MS)
+        yield
+
+
+def profile_summary(profile: TraceProfile) -> dict[str, Any]:
+    """What a profile says, span by span and in total, in a form two profiles can be compared in."""
+    return {
+        "duration_ns": profile.duration_ns,
+        "critical_path_ns": profile.critical_path_ns,
+        "span_count": profile.span_count,
+        "llm_calls": profile.llm_calls,
+        "tokens": profile.tokens,
+        "critical_path_tokens": profile.critical_path_tokens,
+        "roots": sorted(root.span_id for root in profile.roots),
+        "spans": sorted(
+            (s.span_id, s.category, s.operation, s.self_time_ns, s.critical_path_ns, s.on_critical_path)
+            for s in profile.spans
+        ),
+    }
+
+
+@pytest.fixture
+def conversions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many spans the processor turned into records, call by call."""
+    counts: list[int] = []
+    real = processor_module.records_from_spans
+
+    def counting(spans: Any) -> Any:
+        records = real(spans)
+        counts.append(len(records))
+        return records
+
+    monkeypatch.setattr(processor_module, "records_from_spans", counting)
+    return counts
+
+
+def test_a_flush_after_every_span_end_still_profiles_the_whole_trace(
+    make_rig: Callable[..., Rig], conversions: list[int]
+) -> None:
+    rig = make_rig()
+    spans = flushing_agent_run(rig.tracer, rig.flush)
+    assert len(spans) == 12
+    # Twelve flushes, and each span made into a record once.
+    assert sum(conversions) == 12
+    exported = rig.exported()
+    assert count_ids(exported) == Counter({span.context.span_id: 1 for span in spans})
+    root_id = spans[0].context.span_id
+    # Every flush exported what had ended: all but the root left before their trace completed.
+    for span in exported:
+        if span.context.span_id != root_id:
+            assert profile_keys(span) == {attr.EXPORTED_EARLY: True}, span.name
+    # The root left when the trace completed, with the profile of all twelve spans, which is the
+    # profile the analysis core makes of the same spans offline.
+    originals = rig.originals.get_finished_spans()
+    (offline,) = profile_records(records_from_spans(originals))
+    (live,) = rig.profiler.recent_profiles
+    assert profile_summary(live) == profile_summary(offline)
+    root_out = next(span for span in exported if span.context.span_id == root_id)
+    expected = expected_attributes(originals)[root_id]
+    assert {key: root_out.attributes.get(key) for key in expected} == expected
+    assert root_out.attributes[attr.TRACE_SPAN_COUNT] == 12
+    assert root_out.attributes[attr.TRACE_COMPLETE] is True
+    assert attr.EXPORTED_EARLY not in root_out.attributes
+    assert rig.outcomes() == {"profiled": 12}
+    assert rig.outcomes("agent_profiler.traces") == {"complete": 1}
+    assert rig.profiler.held_bytes == 0
+
+
+def test_spans_ending_after_a_mid_trace_flush_are_enriched_from_the_whole_trace(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    flushes = 0
+
+    def flush_once() -> None:
+        # One flush, after the first cycle's tool: the spans ending after it stay with the trace.
+        nonlocal flushes
+        flushes += 1
+        if flushes == 2:
+            rig.flush()
+
+    spans = flushing_agent_run(rig.tracer, flush_once)
+    rig.flush()
+    exported = rig.exported()
+    assert count_ids(exported) == Counter({span.context.span_id: 1 for span in spans})
+    early = [span.name for span in exported if attr.EXPORTED_EARLY in (span.attributes or {})]
+    assert early == ["chat gpt-4o", "execute_tool tool0"]
+    later = [span for span in exported if attr.EXPORTED_EARLY not in (span.attributes or {})]
+    assert len(later) == 10
+    expected = expected_attributes(rig.originals.get_finished_spans())
+    for span in later:
+        values = expected[span.context.span_id]
+        assert {key: span.attributes.get(key) for key in values} == values, span.name
+        assert set(profile_keys(span)) <= ALL_PROFILE_KEYS
+    assert rig.outcomes() == {"profiled": 12}
+
+
+def test_a_mid_trace_flush_then_shutdown_loses_nothing(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    root = rig.tracer.start_span("root", start_time=T0)
+    first = rig.tracer.start_span("first", context=ctx_of(root), start_time=T0 + MS)
+    first.end(end_time=T0 + 3 * MS)
+    rig.flush()
+    second = rig.tracer.start_span("second", context=ctx_of(root), start_time=T0 + 4 * MS)
+    second.end(end_time=T0 + 9 * MS)
+    # The application ends with its root still open: shutdown profiles what ended.
+    rig.profiler.shutdown()
+    exported = rig.exported()
+    assert [span.name for span in exported] == ["first", "second"]
+    assert profile_keys(exported[0]) == {attr.EXPORTED_EARLY: True}
+    # The profile still covers the span exported early.
+    assert exported[1].attributes[attr.TRACE_SPAN_COUNT] == 2
+    assert exported[1].attributes[attr.TRACE_COMPLETE] is False
+    (live,) = rig.profiler.recent_profiles
+    assert live.span_count == 2
+    assert rig.outcomes() == {"profiled": 2}
+    assert rig.outcomes("agent_profiler.traces") == {"flushed": 1}
+
+
+def test_shutdown_after_everything_was_exported_early_still_profiles_the_trace(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    root = rig.tracer.start_span("root", start_time=T0)
+    child = rig.tracer.start_span("child", context=ctx_of(root), start_time=T0 + MS)
+    child.end(end_time=T0 + 3 * MS)
+    rig.flush()
+    rig.profiler.shutdown()
+    assert [span.name for span in rig.exported()] == ["child"]
+    assert [profile.span_count for profile in rig.profiler.recent_profiles] == [1]
+    assert rig.outcomes() == {"profiled": 1}
+    assert rig.outcomes("agent_profiler.traces") == {"flushed": 1}
+
+
+def test_a_trace_timing_out_after_an_early_export_is_profiled_with_every_span(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(trace_timeout_s=0.2)
+    spans = flushing_agent_run(rig.tracer, rig.flush, end_root=False)
+    assert len(rig.exported()) == 11
+    wait_until(lambda: rig.outcomes("agent_profiler.traces") == {"timed_out": 1})
+    assert rig.outcomes("agent_profiler.traces") == {"timed_out": 1}
+    assert [profile.span_count for profile in rig.profiler.recent_profiles] == [11]
+    assert rig.outcomes() == {"profiled": 11}
+    spans[0].end()
+    rig.flush()
+    assert count_ids(rig.exported()) == Counter({span.context.span_id: 1 for span in spans})
+
+
+def test_without_enrichment_spans_exported_early_go_out_as_they_came(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(enrich_spans=False)
+    flushing_agent_run(rig.tracer, rig.flush)
+    assert len(rig.exported()) == 12
+    assert not any(profile_keys(span) for span in rig.exported())
+    assert [profile.span_count for profile in rig.profiler.recent_profiles] == [12]
+
+
+def test_a_cap_pushing_out_a_trace_after_an_early_export_counts_every_span(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(max_spans_per_trace=4)
+    spans = flushing_agent_run(rig.tracer, rig.flush)
+    rig.flush()
+    assert count_ids(rig.exported()) == Counter({span.context.span_id: 1 for span in spans})
+    # The spans that fit were exported early, until one more pushed the trace out; the rest
+    # followed it. None was profiled, and each is counted once, the early ones included.
+    assert sum(attr.EXPORTED_EARLY in span.attributes for span in rig.exported()) == 4
+    assert rig.outcomes() == {"unprofiled_span_cap": 12}
+    assert rig.profiler.recent_profiles == []
+    assert rig.profiler.held_bytes == 0
+
+
+def test_flushing_after_every_span_end_keeps_memory_bounded_and_converts_each_span_once(
+    make_rig: Callable[..., Rig], conversions: list[int]
+) -> None:
+    max_bytes = 100_000
+    rig = make_rig(max_traces=8, max_buffer_bytes=max_bytes)
+    peak_traces = peak_bytes = 0
+    # Twenty runs at a time, interleaved span by span, with a flush after every span end: more
+    # traces running than the profiler may hold, so the caps push the oldest out, however much
+    # of them was exported early.
+    runs = 200
+    all_spans: list[Span] = []
+    for batch in range(0, runs, 20):
+        running = [agent_run_steps(rig.tracer, all_spans, T0 + n * MS) for n in range(batch, batch + 20)]
+        while running:
+            for run in list(running):
+                if next(run, StopIteration) is StopIteration:
+                    running.remove(run)
+                    continue
+                rig.flush()
+                peak_traces = max(peak_traces, rig.profiler._buffer.held_traces)
+                peak_bytes = max(peak_bytes, rig.profiler.held_bytes)
+    rig.flush()
+    assert len(all_spans) == runs * 12
+    assert count_ids(rig.exported()) == Counter({span.context.span_id: 1 for span in all_spans})
+    assert peak_traces <= 8
+    assert peak_bytes <= max_bytes
+    assert rig.profiler.held_bytes == 0
+    assert rig.profiler._buffer.held_traces == 0
+    outcomes = rig.outcomes()
+    assert sum(outcomes.values()) == runs * 12
+    assert outcomes["profiled"] > 0
+    assert outcomes["unprofiled_trace_cap"] > 0
+    assert outcomes["unprofiled_memory_cap"] > 0
+    # No span became a record twice, however many flushes it saw: the work grows with the spans.
+    assert sum(conversions) <= runs * 12
+
+
+def test_the_flush_at_exit_profiles_the_traces_still_running(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    root = rig.tracer.start_span("root", start_time=T0)
+    child = rig.tracer.start_span("child", context=ctx_of(root), start_time=T0 + MS)
+    child.end(end_time=T0 + 4 * MS)
+    assert rig.profiler.flush_at_exit(5000) is True
+    exported = rig.exported()
+    assert [s.name for s in exported] == ["child"]
     assert exported[0].attributes[attr.TRACE_COMPLETE] is False
     assert_matches_core(exported, rig.originals.get_finished_spans(), complete=False)
+    assert rig.outcomes("agent_profiler.traces") == {"flushed": 1}
     root.end(end_time=T0 + 10 * MS)
     rig.flush()
     assert [s.name for s in rig.exported()] == ["child", "root"]
     assert not profile_keys(rig.exported()[1])
-    assert rig.outcomes("agent_profiler.traces") == {"flushed": 1}
     assert rig.outcomes() == {"profiled": 1, "unprofiled_late": 1}
 
 
