@@ -151,6 +151,7 @@ def test_bottlenecks_top_spans_and_operations() -> None:
         "spans": 1,
         "critical_path_ns": 520 * MS,
         "critical_path_share": 0.416,
+        "critical_path_waiting_ns": 0,
         "self_time_ns": 520 * MS,
         "duration_ns": 1250 * MS,
         "projected_duration_without_ns": 730 * MS,
@@ -175,6 +176,45 @@ def test_bottleneck_saving_is_projected_not_its_critical_path_time() -> None:
         100 * MS,
         100 * MS,
     )
+
+
+def test_time_a_parent_holds_while_a_child_runs_is_not_blamed_on_its_own_code() -> None:
+    # The agent runs no code of its own (self time 0): it starts B 400 ms into A. The critical path
+    # credits it those 400 ms, but A ran through them: a gap between children, not its code.
+    records = [
+        agent("ov", None, 0, 1000, agent_name="ov"),
+        tool("a", "ov", 0, 500, "lookup"),
+        tool("b", "ov", 400, 1000, "search"),
+    ]
+    trace = profile(records)
+    (agent_span,) = [s for s in trace.spans if s.name == "ov"]
+    assert (agent_span.self_time_ns, agent_span.critical_path_ns) == (0, 400 * MS)
+    (finding,) = [f for f in find_bottlenecks(trace) if f.span_ids == (sid("ov"),)]
+    assert finding.title == (
+        "Agent ov at the start holds 400 ms of the critical path (40%) only as gaps between its children, "
+        "not in its own code: a child was still running throughout while the next one had not started."
+    )
+    assert finding.saving_ns == 0 and finding.evidence["saving_if_2x_faster_ns"] == 0
+    assert finding.evidence["critical_path_waiting_ns"] == 400 * MS
+    assert finding.suggestion is not None and finding.suggestion.startswith("See why 'ov' starts a step")
+    assert "ov" not in {f.operation for f in find_all(trace) if f.saving_ns > 0}
+
+
+def test_own_code_and_gaps_between_children_are_told_apart() -> None:
+    # 100 ms of the agent's own code, then A, and B started 300 ms into A.
+    records = [
+        agent("ov", None, 0, 1000, agent_name="ov"),
+        tool("a", "ov", 100, 500, "lookup"),
+        tool("b", "ov", 400, 1000, "search"),
+    ]
+    trace = profile(records)
+    (finding,) = [f for f in find_bottlenecks(trace) if f.span_ids == (sid("ov"),)]
+    assert finding.title.startswith(
+        "Agent ov's own code at the start holds 100 ms of the critical path (10%), and 300 ms more as gaps "
+        "between its children while one of them was still running: removing that time would end the trace "
+        "100 ms sooner"
+    )
+    assert finding.saving_ns == 100 * MS
 
 
 def test_no_bottleneck_without_critical_path_time() -> None:
