@@ -510,6 +510,24 @@ def test_tools_one_llm_response_requested_are_parallelizable() -> None:
     assert (combined.changes, combined.saving_ns) == (1, 200 * MS)
 
 
+@pytest.mark.parametrize(("first", "second"), [("call_a", "call_b"), ("fc:1|x", "fc:2|x")])
+def test_tool_call_ids_of_any_spelling_are_found_in_the_response(first: str, second: str) -> None:
+    output = f'[{{"role": "assistant", "tool_calls": [{{"id": "{first}"}}, {{"id": "{second}"}}]}}]'
+    records = [
+        agent("root", None, 0, 1000, agent_name="travel"),
+        llm("llm1", "root", 0, 200, **{"gen_ai.output.messages": output}),
+        tool("weather", "root", 200, 500, "get_weather", call_id=first),
+        tool("clock", "root", 500, 700, "get_time", call_id=second),
+        llm("llm2", "root", 700, 950),
+    ]
+    (finding,) = find_parallelization(profile(records))
+    assert finding.rests_on == "tool calls requested in one LLM response"
+    # A longer id that merely starts like one listed is not that id.
+    records[3] = tool("clock", "root", 500, 700, "get_time", call_id=second + "9")
+    (finding,) = find_parallelization(profile(records))
+    assert finding.rests_on == "assumed: no recorded data flow"
+
+
 def test_tools_two_llm_responses_requested_are_not_shown_independent() -> None:
     # Each id is in a different response: the second call may have been asked for with the first's result.
     records = [

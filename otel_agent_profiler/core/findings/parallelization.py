@@ -68,6 +68,8 @@ _TOOL_CALL_ID_KEYS = ("gen_ai.tool.call.id", "tool_call.id", "tool.call.id")
 # quoting punctuation, long enough and with a space or digit, so keys and roles never match.
 _PIECE_SPLIT = re.compile(r"[\"'{}\[\],:\\]")
 _MIN_PIECE = 12
+# Tool call ids are words like "call_3cfc67c4a9" or "toolu_01A-b": how they are found in a response.
+_WORD = re.compile(r"[\w-]+")
 
 
 # Attribute keys repeat across spans and traces: whether a key falls under the input or output
@@ -148,7 +150,7 @@ class _Evidence:
         self._outputs: dict[int, str | None] = {}
         self._inputs: dict[int, str | None] = {}
         self._llm_outputs: list[str] | None = None
-        self._requesters: dict[str, frozenset[int]] = {}
+        self._requested: dict[str, frozenset[int]] | None = None
 
     def output_of(self, span: SpanProfile) -> str | None:
         key = id(span)
@@ -164,14 +166,28 @@ class _Evidence:
 
     def requesters(self, call_id: str) -> frozenset[int]:
         """The LLM calls (by position) whose recorded response lists this tool call id."""
-        if self._llm_outputs is None:
-            outputs = (self.output_of(s) for s in self._spans if s.category == LLM)
-            self._llm_outputs = [output for output in outputs if output]
-        known = self._requesters.get(call_id)
-        if known is None:
-            known = frozenset(i for i, output in enumerate(self._llm_outputs) if call_id in output)
-            self._requesters[call_id] = known
-        return known
+        if self._requested is None:
+            self._requested = self._index_requests()
+        found = self._requested.get(call_id)
+        if found is None:
+            # An id with characters outside a word: looked for as text, once.
+            outputs = self._llm_outputs or []
+            found = frozenset(i for i, output in enumerate(outputs) if call_id in output)
+            self._requested[call_id] = found
+        return found
+
+    def _index_requests(self) -> dict[str, frozenset[int]]:
+        # Every LLM response read once: its words that are tool call ids of this trace. Searching
+        # every response for every id would cost calls x responses on long runs.
+        outputs = (self.output_of(s) for s in self._spans if s.category == LLM)
+        self._llm_outputs = [output for output in outputs if output]
+        ids = {call_id for s in self._spans if (call_id := tool_call_id(s)) is not None}
+        word_ids = {call_id for call_id in ids if _WORD.fullmatch(call_id)}
+        requested: dict[str, set[int]] = {call_id: set() for call_id in word_ids}
+        for index, output in enumerate(self._llm_outputs):
+            for word in word_ids.intersection(_WORD.findall(output)):
+                requested[word].add(index)
+        return {call_id: frozenset(indexes) for call_id, indexes in requested.items()}
 
 
 def dependency(earlier: SpanProfile, later: SpanProfile) -> tuple[bool, str]:
