@@ -27,9 +27,7 @@ from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from ..core.records import AttributeValue, SpanKind, SpanRecord, StatusCode
-from .recorded_attributes import COST_USD
-
-TIMING_ATTRIBUTE = "agent_profiler.timing"
+from .recorded_attributes import COST_USD, TIMING, TIMING_ESTIMATED
 
 
 def is_atif_document(document: Any) -> bool:
@@ -167,7 +165,7 @@ def _llm_record(
     model = step.get("model_name") or default_model
     attributes: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "chat",
-        TIMING_ATTRIBUTE: "estimated",
+        TIMING: TIMING_ESTIMATED,
         "atif.step_id": str(step_id),
     }
     if isinstance(model, str) and model:
@@ -221,7 +219,7 @@ def _tool_record(place: _StepPlace, call: Mapping[str, Any], index: int, start: 
     attributes: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,
-        TIMING_ATTRIBUTE: "estimated",
+        TIMING: TIMING_ESTIMATED,
         "atif.step_id": str(step_id),
     }
     if call_id:

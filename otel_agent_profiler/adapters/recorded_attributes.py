@@ -6,7 +6,9 @@ polled) and the cost of a call (written live from a price table, and by the ATIF
 step's ``metrics.cost_usd``). The names are our wire format, spelled here once; ``live/attributes.py``
 registers them with units for the spans it enriches, and ``RECORDED_ATTRIBUTES`` reads them back
 for the core (``core.recorded.RecordedValues``), so an exported trace analysed later shows the same
-loads and costs.
+loads and costs. A third value says that a span's times are not measured: the ATIF adapter lays
+out the calls of a step itself and marks them ``agent_profiler.timing=estimated``, so findings
+built on those times say they are estimates.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ BACKEND_PREEMPTIONS = "agent_profiler.backend.preemptions"
 
 #: The cost of the call as the run recorded it, in US dollars. It is used as is, before any price table.
 COST_USD = "agent_profiler.cost_usd"
+
+#: How the span's times were obtained; ``TIMING_ESTIMATED`` when an adapter laid them out itself.
+TIMING = "agent_profiler.timing"
+TIMING_ESTIMATED = "estimated"
 
 
 def recorded_backend_load(attributes: Mapping[str, AttributeValue]) -> BackendLoad | None:
@@ -65,12 +71,18 @@ def recorded_cost_usd(attributes: Mapping[str, AttributeValue]) -> float | None:
     return None if cost is None else non_negative_number(cost)
 
 
+def recorded_timing_estimated(attributes: Mapping[str, AttributeValue]) -> bool:
+    """Whether ``attributes`` mark the span's times as laid out by an adapter rather than measured."""
+    return attributes.get(TIMING) == TIMING_ESTIMATED
+
+
 class RecordedAttributes:
     """Reads the recorded values from the attributes above (a ``core.recorded.RecordedValues``)."""
 
     # The functions themselves, so the core's call per span is one call, not two.
     backend_load = staticmethod(recorded_backend_load)
     cost_usd = staticmethod(recorded_cost_usd)
+    timing_estimated = staticmethod(recorded_timing_estimated)
 
 
 #: The reader every part of the package profiles with (``recorded=``), the package's ``profile_records`` included.

@@ -40,6 +40,7 @@ def profile_trace(
     if not records:
         raise ValueError("a trace needs at least one span")
     recorded_backend_load = recorded.backend_load if recorded is not None else None
+    timing_estimated = recorded.timing_estimated if recorded is not None else None
     spans, roots, anomalies = build_tree(records)
     unusable_counts: list[str] = []
     server_spans = False
@@ -50,6 +51,8 @@ def profile_trace(
             server_spans = is_server_span(record)
         category = classifier(record.name, attributes)
         span.category = category
+        if timing_estimated is not None and timing_estimated(attributes):
+            span.timing_estimated = True
         if category == LLM or category == EMBEDDING:
             # For model calls the operation is the model, by family: a dated snapshot is a detail.
             requested = model_of(attributes)

@@ -8,6 +8,12 @@ The walk follows Jaeger UI's algorithm, with two changes that make it exact:
   lowest span id, so the result does not depend on the order spans arrived in.
 
 It is iterative (no recursion limit) and each root's path sections tile its duration exactly.
+
+The time the walk credits to a parent is not always its own code: when a child starts while an
+earlier one is still running (A from 0 to 500 ms, B from 400 ms), the walk goes from B's start to
+the parent's start without entering A, and credits those 400 ms to the parent although A ran
+through them. That part is also kept as the parent's ``critical_path_waiting_ns``, so nobody
+blames the parent's code for time only a gap between its children holds.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ class _Frame:
     """One span being walked: where its interval starts, the cursor, and its candidates
     (eligible children sorted by walk preference) with the position of the next one."""
 
-    __slots__ = ("candidates", "cursor", "next_index", "span", "start")
+    __slots__ = ("candidates", "cursor", "earliest_skipped_start", "next_index", "span", "start")
 
     def __init__(self, span: SpanProfile, start: int, end: int, candidates: list[_Candidate]) -> None:
         self.span = span
@@ -34,6 +40,10 @@ class _Frame:
         self.cursor = end
         self.candidates = candidates
         self.next_index = 0
+        # The earliest start of the children passed over because they end after the cursor. The
+        # cursor only moves back, so every one of them ends after every later cursor: from this
+        # start on, some child was running throughout any time credited to the span itself.
+        self.earliest_skipped_start = end
 
 
 _NO_CANDIDATES: list[_Candidate] = []
@@ -73,6 +83,7 @@ def walk_critical_path(root: SpanProfile) -> None:
         cursor = frame.cursor
         index = frame.next_index
         chosen = None
+        skipped_start = frame.earliest_skipped_start
         while index < len(candidates):
             candidate = candidates[index]
             index += 1
@@ -81,13 +92,19 @@ def walk_critical_path(root: SpanProfile) -> None:
             if -candidate[0] <= cursor:
                 chosen = candidate
                 break
+            if candidate[1] < skipped_start:
+                skipped_start = candidate[1]
+        frame.earliest_skipped_start = skipped_start
+        gap_start = frame.start if chosen is None else -chosen[0]
+        span = frame.span
+        span.critical_path_ns += cursor - gap_start
+        if skipped_start < cursor:
+            span.critical_path_waiting_ns += cursor - (skipped_start if skipped_start > gap_start else gap_start)
         if chosen is None:
-            frame.span.critical_path_ns += cursor - frame.start
             stack.pop()
             continue
         negated_end, child_start, _, child = chosen
         child_end = -negated_end
-        frame.span.critical_path_ns += cursor - child_end
         frame.cursor = child_start
         frame.next_index = index
         child.on_critical_path = True

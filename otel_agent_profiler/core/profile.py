@@ -34,6 +34,7 @@ class SpanProfile:
         "cost_usd",
         "counted",
         "critical_path_ns",
+        "critical_path_waiting_ns",
         "depth",
         "end_ns",
         "ended",
@@ -50,6 +51,7 @@ class SpanProfile:
         "start_ns",
         "streaming",
         "time_to_first_token_ns",
+        "timing_estimated",
         "tokens",
     )
 
@@ -67,7 +69,13 @@ class SpanProfile:
         self.operation = ""
         self.self_time_ns = 0
         self.critical_path_ns = 0
+        #: The part of ``critical_path_ns`` during which one of the span's children was running
+        #: (a child started while an earlier one still ran): a gap between children, not own code.
+        self.critical_path_waiting_ns = 0
         self.on_critical_path = False
+        #: True when the trace's format records no real times for this span and its adapter laid
+        #: them out itself (an ATIF step's calls): its times are estimates, not measurements.
+        self.timing_estimated = False
         #: False for an LLM span left out of LLM counts and token totals: the outer span of two
         #: nested spans describing one call, all but one of the spans that instrumentations write
         #: side by side for one call, or a span that calls no model (see ``core.same_call``).

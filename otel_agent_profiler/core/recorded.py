@@ -34,3 +34,10 @@ class RecordedValues(Protocol):
     def cost_usd(self, attributes: Mapping[str, AttributeValue]) -> float | None:
         """The cost of a call as the run recorded it, in US dollars: what was billed, used before any price table."""
         ...
+
+    def timing_estimated(self, attributes: Mapping[str, AttributeValue]) -> bool:
+        """Whether the span's times were laid out by its adapter (an ATIF step's calls), not measured.
+
+        Called once per span: an implementation should answer a span without the mark quickly.
+        """
+        ...

@@ -31,6 +31,7 @@ from opentelemetry.util.types import AttributeValue
 
 from .._version import __version__
 from ..core.categories import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE
+from ..core.findings.rests_on import INDEPENDENT_GROUP_ATTRIBUTE
 from ..errors import InternalErrorLog
 
 __all__ = [
@@ -442,6 +443,7 @@ def tool(
     name: str | None = None,
     call_id_param: str | None = None,
     description: str | None = None,
+    independent_group: str | None = None,
 ) -> Callable[[F], F]: ...
 def tool(
     func: Any = None,
@@ -449,6 +451,7 @@ def tool(
     name: str | None = None,
     call_id_param: str | None = None,
     description: str | None = None,
+    independent_group: str | None = None,
 ) -> Any:
     """Record every call of a function as a GenAI ``execute_tool`` span.
 
@@ -464,21 +467,28 @@ def tool(
             positionally or by keyword) becomes ``gen_ai.tool.call.id``. A missing or ``None``
             value records no attribute.
         description: Recorded as ``gen_ai.tool.description``.
+        independent_group: Declares that calls of tools in the same group never need each other's
+            results, recorded as ``agent_profiler.independent_group``: the profiler then reports
+            such calls made one after another as calls to start together, with their saving.
+            Without it (or a recorded LLM response that requested them together) it only notes
+            that nothing recorded shows a data flow.
 
     Returns:
         The wrapped function, or a decorator when called without a function.
 
     Raises:
         ValueError: ``call_id_param`` is not a parameter of the function (at decoration time).
-        TypeError: ``name`` is not a non-empty string, or is given twice.
+        TypeError: ``name`` or ``independent_group`` is not a non-empty string, or the name is given twice.
     """
     func, name = _split_name(func, name, "tool")
     if description is not None and not isinstance(description, str):
         raise TypeError(f"description must be a string, got {description!r}")
+    if independent_group is not None:
+        _check_name(independent_group, "independent_group")
 
     def make_spec(target: Callable[..., Any]) -> _SpanSpec:
         tool_name = name or _default_name(target, qualified=False)
-        attributes = _tool_attributes(tool_name, description)
+        attributes = _tool_attributes(tool_name, description, independent_group)
         call_id_of = _call_id_getter(target, call_id_param) if call_id_param is not None else None
         return _SpanSpec(f"execute_tool {tool_name}", attributes, call_id_of)
 
@@ -516,11 +526,15 @@ def agent(func: Any = None, *, name: str | None = None, agent_id: str | None = N
     return _decorate_now_or_later(func, make_spec)
 
 
-def _tool_attributes(name: str, description: str | None) -> dict[str, AttributeValue]:
+def _tool_attributes(
+    name: str, description: str | None, independent_group: str | None = None
+) -> dict[str, AttributeValue]:
     """The attributes every ``execute_tool`` span starts with, from ``@tool`` or ``tool_span``."""
     attributes: dict[str, AttributeValue] = {_OPERATION_NAME: "execute_tool", _TOOL_NAME: name, _TOOL_TYPE: "function"}
     if description is not None:
         attributes[_TOOL_DESCRIPTION] = description
+    if independent_group is not None:
+        attributes[INDEPENDENT_GROUP_ATTRIBUTE] = independent_group
     return attributes
 
 
@@ -627,19 +641,25 @@ class SpanScope:
         self.__exit__(exc_type, exc, traceback)
 
 
-def tool_span(name: str, *, call_id: str | None = None, description: str | None = None) -> SpanScope:
+def tool_span(
+    name: str, *, call_id: str | None = None, description: str | None = None, independent_group: str | None = None
+) -> SpanScope:
     """Make an ``execute_tool {name}`` span around a block of code.
 
     Args:
         name: Tool name (``gen_ai.tool.name``).
         call_id: The model's tool call id (``gen_ai.tool.call.id``); non-strings are converted with ``str``.
         description: Recorded as ``gen_ai.tool.description``.
+        independent_group: Declares the block independent of other tool calls of the same group
+            (see :func:`tool`).
 
     Returns:
         A context manager for ``with`` or ``async with`` that yields the span.
     """
     _check_name(name, "name")
-    attributes = _tool_attributes(name, description)
+    if independent_group is not None:
+        _check_name(independent_group, "independent_group")
+    attributes = _tool_attributes(name, description, independent_group)
     if call_id is not None:
         attributes[_TOOL_CALL_ID] = _as_attribute(call_id)
     return SpanScope(f"execute_tool {name}", attributes)

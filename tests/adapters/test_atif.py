@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import otel_agent_profiler
 from otel_agent_profiler.adapters import ATIF, parse_trace_bytes
 from otel_agent_profiler.cli import main
 from otel_agent_profiler.core import profile_records
+from otel_agent_profiler.core.findings import PARALLELIZABLE, combined_projection, find_all
 
 MS = 1_000_000
 T0 = "2026-11-20T10:00:00"
@@ -91,6 +93,21 @@ def test_trajectory_is_profiled_like_any_trace() -> None:
     assert profile.categories["llm"].critical_path_ns == 666_666_666 + 1000 * MS
     assert profile.categories["tool"].critical_path_ns == 2000 * MS - 666_666_666
     assert profile.critical_path_ns == 3000 * MS
+
+
+def test_findings_on_laid_out_times_say_they_are_estimates_and_stay_out_of_the_combined_saving() -> None:
+    records, _, _ = _records(TRAJECTORY)
+    (profile,) = otel_agent_profiler.profile_records(records)  # reads what the adapter marked
+    findings = find_all(profile)
+    timed = [f for f in findings if f.saving_ns > 0]
+    assert timed and all(f.rests_on == "estimated timing" for f in timed)
+    assert all("These times are estimates, not measurements" in f.title for f in timed)
+    # The two reads ran one after another only because the adapter laid them out so.
+    (parallel,) = [f for f in findings if f.kind == PARALLELIZABLE]
+    assert parallel.saving_ns == 666_666_666  # the shorter of the two reads
+    assert combined_projection(profile, findings).changes == 0
+    # Token findings do not rest on the times.
+    assert all(f.rests_on == "measured" for f in findings if f.saving_ns == 0)
 
 
 def test_the_same_session_gives_the_same_ids() -> None:

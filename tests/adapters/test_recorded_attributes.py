@@ -38,6 +38,9 @@ class Nothing:
     def cost_usd(self, attributes: Mapping[str, object]) -> float | None:
         return None
 
+    def timing_estimated(self, attributes: Mapping[str, object]) -> bool:
+        return False
+
 
 class Flat:
     """A reader of someone else's spelling: every call cost ten cents."""
@@ -47,6 +50,9 @@ class Flat:
 
     def cost_usd(self, attributes: Mapping[str, object]) -> float | None:
         return 0.1
+
+    def timing_estimated(self, attributes: Mapping[str, object]) -> bool:
+        return True
 
 
 def test_recorded_attributes_are_read_back_and_bad_values_left_out() -> None:
@@ -101,6 +107,24 @@ def test_another_reader_replaces_the_packages() -> None:
     assert nothing.cost_usd is None and by_name(nothing)["call"].backend_load is None
     flat = core.profile_trace(records, recorded=Flat())
     assert flat.cost_usd == 0.1 and by_name(flat)["call"].backend_load == BackendLoad(source="elsewhere", samples=1)
+    assert by_name(flat)["call"].timing_estimated and not by_name(nothing)["call"].timing_estimated
+
+
+def test_times_an_adapter_laid_out_are_read_as_estimated() -> None:
+    records = [
+        span("run", None, 0, 30),
+        span("step", "run", 0, 10, attributes={"agent_profiler.timing": "estimated"}),
+        span("measured", "run", 10, 20, attributes={"agent_profiler.timing": "measured"}),
+    ]
+    (profile,) = otel_agent_profiler.profile_records(records)
+    assert {node.name: node.timing_estimated for node in profile.spans} == {
+        "run": False,
+        "step": True,
+        "measured": False,
+    }
+    # The core reads nothing itself: without a reader, no time is taken for an estimate.
+    (bare,) = core.profile_records(records)
+    assert not any(node.timing_estimated for node in bare.spans)
 
 
 def test_the_live_attributes_are_the_names_read_back() -> None:

@@ -398,3 +398,47 @@ def test_hundred_thousand_random_spans_tile():
     assert_tiles(trace)
     assert all(node.on_critical_path for node in trace.spans if node.critical_path_ns > 0)
     assert all(0 <= node.self_time_ns <= node.duration_ns for node in trace.spans)
+
+
+# --- time a parent holds while a child runs -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("records", "waiting"),
+    [
+        pytest.param(
+            # B starts at 400 while A (0-500) still runs: the walk credits 0-400 to X, but A ran then.
+            [span("X", None, 0, 1000), span("A", "X", 0, 500), span("B", "X", 400, 1000)],
+            {"X": 400, "A": 0, "B": 0},
+            id="overlapping-children-from-the-start",
+        ),
+        pytest.param(
+            # X runs its own code 0-100, then A (100-500) and B from 400: 300 of X's 400 are A's time.
+            [span("X", None, 0, 1000), span("A", "X", 100, 500), span("B", "X", 400, 1000)],
+            {"X": 300, "A": 0, "B": 0},
+            id="own-code-then-overlapping-children",
+        ),
+        pytest.param(
+            # One after another with gaps: the gaps are X's own code, no child ran in them.
+            [span("X", None, 0, 100), span("A", "X", 10, 40), span("B", "X", 50, 90)],
+            {"X": 0, "A": 0, "B": 0},
+            id="sequential-children",
+        ),
+        pytest.param(
+            # A runs past X's last child C: from C's end back to B's start is covered by A, then
+            # X's own gap 20-40 before B is not (A started at 40 only).
+            [
+                span("X", None, 0, 100),
+                span("B", "X", 20, 30),
+                span("A", "X", 40, 95),
+                span("C", "X", 50, 100),
+            ],
+            {"X": 10, "A": 0, "B": 0, "C": 0},
+            id="long-child-skipped-twice",
+        ),
+    ],
+)
+def test_critical_path_time_a_parent_holds_while_a_child_runs(records, waiting):
+    trace = profile(records)
+    assert {node.name: node.critical_path_waiting_ns for node in trace.spans} == waiting
+    assert_tiles(trace)

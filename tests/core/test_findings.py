@@ -32,6 +32,7 @@ from otel_agent_profiler.core.findings import (
     WHAT_IF,
     Finding,
     FindingOptions,
+    combined_projection,
     context_window,
     dependency,
     find_all,
@@ -151,6 +152,7 @@ def test_bottlenecks_top_spans_and_operations() -> None:
         "spans": 1,
         "critical_path_ns": 520 * MS,
         "critical_path_share": 0.416,
+        "critical_path_waiting_ns": 0,
         "self_time_ns": 520 * MS,
         "duration_ns": 1250 * MS,
         "projected_duration_without_ns": 730 * MS,
@@ -175,6 +177,45 @@ def test_bottleneck_saving_is_projected_not_its_critical_path_time() -> None:
         100 * MS,
         100 * MS,
     )
+
+
+def test_time_a_parent_holds_while_a_child_runs_is_not_blamed_on_its_own_code() -> None:
+    # The agent runs no code of its own (self time 0): it starts B 400 ms into A. The critical path
+    # credits it those 400 ms, but A ran through them: a gap between children, not its code.
+    records = [
+        agent("ov", None, 0, 1000, agent_name="ov"),
+        tool("a", "ov", 0, 500, "lookup"),
+        tool("b", "ov", 400, 1000, "search"),
+    ]
+    trace = profile(records)
+    (agent_span,) = [s for s in trace.spans if s.name == "ov"]
+    assert (agent_span.self_time_ns, agent_span.critical_path_ns) == (0, 400 * MS)
+    (finding,) = [f for f in find_bottlenecks(trace) if f.span_ids == (sid("ov"),)]
+    assert finding.title == (
+        "Agent ov at the start holds 400 ms of the critical path (40%) only as gaps between its children, "
+        "not in its own code: a child was still running throughout while the next one had not started."
+    )
+    assert finding.saving_ns == 0 and finding.evidence["saving_if_2x_faster_ns"] == 0
+    assert finding.evidence["critical_path_waiting_ns"] == 400 * MS
+    assert finding.suggestion is not None and finding.suggestion.startswith("See why 'ov' starts a step")
+    assert "ov" not in {f.operation for f in find_all(trace) if f.saving_ns > 0}
+
+
+def test_own_code_and_gaps_between_children_are_told_apart() -> None:
+    # 100 ms of the agent's own code, then A, and B started 300 ms into A.
+    records = [
+        agent("ov", None, 0, 1000, agent_name="ov"),
+        tool("a", "ov", 100, 500, "lookup"),
+        tool("b", "ov", 400, 1000, "search"),
+    ]
+    trace = profile(records)
+    (finding,) = [f for f in find_bottlenecks(trace) if f.span_ids == (sid("ov"),)]
+    assert finding.title.startswith(
+        "Agent ov's own code at the start holds 100 ms of the critical path (10%), and 300 ms more as gaps "
+        "between its children while one of them was still running: removing that time would end the trace "
+        "100 ms sooner"
+    )
+    assert finding.saving_ns == 100 * MS
 
 
 def test_no_bottleneck_without_critical_path_time() -> None:
@@ -402,16 +443,23 @@ TRAVEL = [
 ]
 
 
-def test_sequential_independent_tools_are_parallelizable() -> None:
+def test_sequential_tools_without_evidence_are_only_a_hedged_note() -> None:
+    # Nothing recorded says whether clock needs weather's result (code may pass it on directly,
+    # as summarize(fetch_prices(...)) does): the finding says so and stays out of the combined saving.
     (finding,) = of_kind(find_parallelization(profile(TRAVEL)), PARALLELIZABLE)
     assert finding.span_ids == (sid("weather"), sid("clock"))
     # Started together: weather ends at 500, clock at 400; llm2 follows weather. 1 s -> 800 ms.
     assert finding.saving_ns == 200 * MS
+    assert finding.rests_on == "assumed: no recorded data flow"
     assert finding.title == (
-        "2 tool calls under 'root' ran one after another with no data dependency: "
-        "started together they would end the trace 200 ms sooner (20% of it)."
+        "No recorded data flow between get_weather and get_time under 'root', which ran one after another: "
+        "if get_time does not need get_weather's result, starting them together would end the trace 200 ms "
+        "sooner (20% of it). Nothing recorded shows that, so this saving is left out of the combined one."
     )
-    assert finding.suggestion == "Run get_weather and get_time together, with asyncio.gather or a thread pool."
+    assert finding.suggestion == (
+        "If they do not need each other's results, run get_weather and get_time together, "
+        "with asyncio.gather or a thread pool."
+    )
     assert finding.evidence == {
         "parent_span_id": sid("root"),
         "members": [
@@ -439,15 +487,85 @@ def test_sequential_independent_tools_are_parallelizable() -> None:
         "independence": ["no link and no recorded data flow between two actions"],
     }
     assert (finding.category, finding.operation) == ("tool", None)
+    assert finding.to_dict()["rests_on"] == "assumed: no recorded data flow"
+    assert combined_projection(profile(TRAVEL), [finding]).changes == 0
 
 
-def test_recorded_tool_call_ids_tie_tools_to_the_llm_call_not_to_each_other() -> None:
+def test_tools_one_llm_response_requested_are_parallelizable() -> None:
     output = '[{"role": "assistant", "tool_calls": [{"id": "call_a"}, {"id": "call_b"}]}]'
     records = [*TRAVEL]
     records[1] = llm("llm1", "root", 0, 200, **{"gen_ai.output.messages": output})
-    (finding,) = find_parallelization(profile(records))
+    trace = profile(records)
+    (finding,) = find_parallelization(trace)
     assert finding.span_ids == (sid("weather"), sid("clock"))
     assert finding.saving_ns == 200 * MS
+    assert finding.rests_on == "tool calls requested in one LLM response"
+    assert finding.title == (
+        "2 tool calls under 'root' ran one after another, and one LLM response requested them together: "
+        "started together they would end the trace 200 ms sooner (20% of it)."
+    )
+    assert finding.suggestion == "Run get_weather and get_time together, with asyncio.gather or a thread pool."
+    assert finding.evidence["independence"] == ["both tool call ids in one LLM response"]
+    combined = combined_projection(trace, [finding])
+    assert (combined.changes, combined.saving_ns) == (1, 200 * MS)
+
+
+@pytest.mark.parametrize(("first", "second"), [("call_a", "call_b"), ("fc:1|x", "fc:2|x")])
+def test_tool_call_ids_of_any_spelling_are_found_in_the_response(first: str, second: str) -> None:
+    output = f'[{{"role": "assistant", "tool_calls": [{{"id": "{first}"}}, {{"id": "{second}"}}]}}]'
+    records = [
+        agent("root", None, 0, 1000, agent_name="travel"),
+        llm("llm1", "root", 0, 200, **{"gen_ai.output.messages": output}),
+        tool("weather", "root", 200, 500, "get_weather", call_id=first),
+        tool("clock", "root", 500, 700, "get_time", call_id=second),
+        llm("llm2", "root", 700, 950),
+    ]
+    (finding,) = find_parallelization(profile(records))
+    assert finding.rests_on == "tool calls requested in one LLM response"
+    # A longer id that merely starts like one listed is not that id.
+    records[3] = tool("clock", "root", 500, 700, "get_time", call_id=second + "9")
+    (finding,) = find_parallelization(profile(records))
+    assert finding.rests_on == "assumed: no recorded data flow"
+
+
+def test_tools_two_llm_responses_requested_are_not_shown_independent() -> None:
+    # Each id is in a different response: the second call may have been asked for with the first's result.
+    records = [
+        agent("root", None, 0, 1000, agent_name="travel"),
+        llm("llm1", "root", 0, 100, **{"gen_ai.output.messages": '[{"tool_calls": [{"id": "call_a"}]}]'}),
+        tool("weather", "root", 200, 500, "get_weather", call_id="call_a"),
+        tool("clock", "root", 500, 700, "get_time", call_id="call_b"),
+        llm("llm2", "root", 700, 950),
+        agent("other", "root", 950, 1000, agent_name="helper"),
+        llm("llm3", "other", 950, 1000, **{"gen_ai.output.messages": '[{"tool_calls": [{"id": "call_b"}]}]'}),
+    ]
+    (finding,) = find_parallelization(profile(records))
+    assert finding.rests_on == "assumed: no recorded data flow"
+
+
+def test_recorded_inputs_and_outputs_sharing_nothing_show_independence() -> None:
+    records = [*TRAVEL]
+    records[2] = tool(
+        "weather", "root", 200, 500, "get_weather", call_id="call_a", **{"gen_ai.tool.call.result": "Sunny, 24 C"}
+    )
+    records[3] = tool("clock", "root", 500, 700, "get_time", call_id="call_b", arguments='{"zone": "Europe/Paris"}')
+    (finding,) = find_parallelization(profile(records))
+    assert finding.rests_on == "recorded inputs and outputs show no data flow"
+    assert "what they recorded as inputs and outputs shows no data flow between them" in finding.title
+
+
+def test_calls_the_application_declares_independent_are_parallelizable() -> None:
+    declared = {"agent_profiler.independent_group": "lookups"}
+    records = [*TRAVEL]
+    records[2] = tool("weather", "root", 200, 500, "get_weather", call_id="call_a", **declared)
+    records[3] = tool("clock", "root", 500, 700, "get_time", call_id="call_b", **declared)
+    (finding,) = find_parallelization(profile(records))
+    assert finding.rests_on == "declared independent"
+    assert "the application declares them independent" in finding.title
+    # Another group's name declares nothing about these two.
+    records[3] = tool("clock", "root", 500, 700, "get_time", **{"agent_profiler.independent_group": "other"})
+    (finding,) = find_parallelization(profile(records))
+    assert finding.rests_on == "assumed: no recorded data flow"
 
 
 # An LLM call, the tool it asked for, the next LLM call (no messages recorded: assumed to use it).
@@ -466,16 +584,49 @@ def test_tool_call_id_in_output_messages_is_a_dependency() -> None:
     assert find_parallelization(profile(_asked("call_a"))) == []
     trace = profile(_asked("call_a"))
     spans = {node.name: node for node in trace.spans}
-    assert dependency(spans["llm1"], spans["weather"]) == (True, "tool call id in the earlier span's output")
+    assert dependency(spans["llm1"], spans["weather"]) == (True, "an LLM call and the next step of the same agent")
 
 
-def test_tool_call_id_missing_from_output_messages_shows_independence() -> None:
-    (finding,) = find_parallelization(profile(_asked("call_zzz")))
-    assert finding.span_ids == (sid("llm1"), sid("weather"))
-    # Both start at 0: weather ends at 300, llm2 follows it; 800 -> 600 ms.
-    assert finding.saving_ns == 200 * MS
-    assert finding.evidence["independence"] == ["tool call id not in the earlier LLM call's output"]
-    assert finding.title.startswith("2 steps under 'root'")
+def test_an_llm_call_is_never_started_together_with_the_step_after_it() -> None:
+    # The tool's id is not in the call's recorded answer, and their messages share no text: still
+    # the step after an LLM call acts on its answer (and the next LLM call reads the step's result).
+    (trace) = profile(_asked("call_zzz"))
+    assert find_parallelization(trace) == []
+    spans = {node.name: node for node in trace.spans}
+    assert dependency(spans["llm1"], spans["weather"]) == (True, "an LLM call and the next step of the same agent")
+
+
+def test_successive_llm_calls_with_unrelated_messages_are_not_parallelizable() -> None:
+    records = [
+        agent("root", None, 0, 900),
+        llm("l1", "root", 0, 300, **{"gen_ai.output.messages": "the shipping policy looks fine"}),
+        llm("l2", "root", 300, 600, **{"gen_ai.input.messages": "summarize the order history please"}),
+        llm("l3", "root", 600, 900, **{"gen_ai.input.messages": "check the refund status of it"}),
+    ]
+    assert find_parallelization(profile(records)) == []
+
+
+def test_an_embedding_is_never_started_together_with_the_search_that_uses_it() -> None:
+    records = [
+        tool("search", None, 0, 400, "search_kb"),
+        span("embed", "search", 0, 100 * MS, attributes={"gen_ai.operation.name": "embeddings"}),
+        span("lookup", "search", 100 * MS, 400 * MS, attributes={"gen_ai.operation.name": "retrieval"}),
+    ]
+    trace = profile(records)
+    assert [s.category for s in trace.spans] == ["tool", "embedding", "retrieval"]
+    assert find_parallelization(trace) == []
+
+
+def test_steps_that_already_overlap_are_not_parallelizable() -> None:
+    records = [
+        agent("root", None, 0, 1000, agent_name="travel"),
+        llm("llm1", "root", 0, 200),
+        tool("weather", "root", 200, 500, "get_weather"),
+        tool("clock", "root", 250, 520, "get_time"),
+        tool("rates", "root", 260, 510, "get_rates"),
+        llm("llm2", "root", 520, 1000),
+    ]
+    assert find_parallelization(profile(records)) == []
 
 
 def test_link_is_a_dependency() -> None:
@@ -503,8 +654,8 @@ def test_tool_result_fed_to_the_next_llm_call_by_id_is_a_dependency() -> None:
     records[4] = llm("llm2", "root", 700, 950, **{"gen_ai.input.messages": messages})
     trace = profile(records)
     spans = {node.name: node for node in trace.spans}
-    assert dependency(spans["clock"], spans["llm2"]) == (True, "tool call id in the later span's input")
-    # weather and clock are still independent of each other.
+    assert dependency(spans["clock"], spans["llm2"]) == (True, "an LLM call and the next step of the same agent")
+    # weather and clock are still a (hedged) group of their own.
     assert [f.span_ids for f in find_parallelization(trace)] == [(sid("weather"), sid("clock"))]
 
 

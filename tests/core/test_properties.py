@@ -218,6 +218,19 @@ def test_critical_path_time_only_on_spans_the_walk_entered(records):
 
 @PROPERTY_SETTINGS
 @given(span_trees())
+def test_critical_path_own_code_never_exceeds_self_time(records):
+    # The part of a span's critical-path time no child was running in is time its own code ran:
+    # it fits in its self time. (A producer's consumer children are not waited for, so its
+    # self time leaves their time out while the critical path counts it as the producer's.)
+    trace = profile_one(records)
+    for node in trace.spans:
+        assert 0 <= node.critical_path_waiting_ns <= node.critical_path_ns
+        if node.record.kind is not PRODUCER:
+            assert node.critical_path_ns - node.critical_path_waiting_ns <= node.self_time_ns
+
+
+@PROPERTY_SETTINGS
+@given(span_trees())
 def test_critical_path_matches_reference_walk(records):
     trace = profile_one(records)
     actual = {node.span_id: (node.critical_path_ns, node.on_critical_path) for node in trace.spans}

@@ -25,6 +25,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NonRecordingSpan, SpanKind, StatusCode
 
 import otel_agent_profiler
+from otel_agent_profiler.adapters.sdk_spans import records_from_spans
+from otel_agent_profiler.core.findings import find_parallelization
 from otel_agent_profiler.plugin import decorators
 from otel_agent_profiler.plugin.decorators import (
     CANCELLED_ATTRIBUTE,
@@ -1143,6 +1145,34 @@ def test_tool_span_context_manager() -> None:
     }
     assert recorded.kind is SpanKind.INTERNAL
     assert not trace.get_current_span().get_span_context().is_valid
+
+
+def test_tools_declared_independent_are_advised_to_run_together() -> None:
+    @tool(independent_group="quotes")
+    def fetch_prices(symbol: str) -> list[float]:
+        time.sleep(0.02)
+        return [1.0]
+
+    @agent("analyst")
+    def run() -> None:
+        fetch_prices("ACME")
+        with tool_span("fetch_news", independent_group="quotes"):
+            time.sleep(0.02)
+
+    run()
+    assert attrs(only("execute_tool fetch_prices"))["agent_profiler.independent_group"] == "quotes"
+    (profile,) = otel_agent_profiler.profile_records(records_from_spans(spans()))
+    (finding,) = find_parallelization(profile)
+    assert finding.rests_on == "declared independent"
+    assert finding.saving_ns > 0
+
+
+@pytest.mark.parametrize("group", ["", 7])
+def test_independent_group_must_be_a_name(group: object) -> None:
+    with pytest.raises(TypeError, match="independent_group"):
+        tool(independent_group=group)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="independent_group"):
+        tool_span("x", independent_group=group)  # type: ignore[arg-type]
 
 
 def test_nested_context_managers_and_decorators() -> None:

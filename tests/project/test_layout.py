@@ -102,8 +102,9 @@ def test_the_core_imports_only_the_standard_library_and_itself() -> None:
 
 
 # Input conventions the core understands, as it understands the GenAI ones: a category a user
-# forces on a span, and the chunk event our decorators write.
-CORE_INPUT_CONVENTIONS = {"agent_profiler.category", "agent_profiler.chunk"}
+# forces on a span, the chunk event our decorators write, and the group of tool calls a user
+# declares independent of each other.
+CORE_INPUT_CONVENTIONS = {"agent_profiler.category", "agent_profiler.chunk", "agent_profiler.independent_group"}
 
 
 def test_the_core_spells_none_of_our_wire_format_but_its_input_conventions() -> None:

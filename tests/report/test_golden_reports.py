@@ -76,10 +76,10 @@ def _chat(span_id: int, parent: int, model: str, start_ms: float, end_ms: float,
     )  # fmt: skip
 
 
-def _tool(span_id: int, parent: int, tool: str, start_ms: float, end_ms: float) -> dict:
+def _tool(span_id: int, parent: int, tool: str, start_ms: float, end_ms: float, **attributes: Any) -> dict:
     return _span(
         span_id, parent, f"execute_tool {tool}", start_ms, end_ms, gen_ai__operation__name="execute_tool",
-        gen_ai__tool__name=tool,
+        gen_ai__tool__name=tool, **attributes,
     )  # fmt: skip
 
 
@@ -95,11 +95,18 @@ def _document(spans: list[dict]) -> dict:
 
 
 def sequential_tools() -> dict:
-    """Plan, then three independent tools one after another, then answer."""
-    spans = [_agent(1, "travel_planner", 0, 3_260), _chat(2, 1, "gpt-4o-mini", 10, 710, (1_200, 90))]
+    """Plan, then three tools one after another, then answer. The plan's recorded answer asks for
+    all three at once, which shows they are independent."""
+    tools = (("search_flights", 820), ("search_hotels", 640), ("get_weather", 410))
+    calls = [{"type": "tool_call", "id": f"call_{tool}", "name": tool} for tool, _ in tools]
+    plan = _chat(2, 1, "gpt-4o-mini", 10, 710, (1_200, 90))
+    plan["attributes"].append(
+        {"key": "gen_ai.output.messages", "value": _value(json.dumps([{"role": "assistant", "parts": calls}]))}
+    )
+    spans = [_agent(1, "travel_planner", 0, 3_260), plan]
     start = 720.0
-    for span_id, (tool, took) in enumerate((("search_flights", 820), ("search_hotels", 640), ("get_weather", 410)), 3):
-        spans.append(_tool(span_id, 1, tool, start, start + took))
+    for span_id, (tool, took) in enumerate(tools, 3):
+        spans.append(_tool(span_id, 1, tool, start, start + took, gen_ai__tool__call__id=f"call_{tool}"))
         start += took + 5
     spans.append(_chat(6, 1, "gpt-4o-mini", start, start + 650, (2_400, 310)))
     return _document(spans)
@@ -151,6 +158,7 @@ def test_the_shapes_give_the_findings_they_are_for(inputs: dict[str, Path], caps
     main(["analyze", str(inputs["sequential_tools"]), "--no-progress"])
     sequential = capsys.readouterr().out
     assert "Run search_flights, search_hotels and get_weather together" in " ".join(sequential.split())
+    assert "one LLM response requested them together" in " ".join(sequential.split())
     main(["analyze", str(inputs["parallel_fan_out"]), "--no-progress"])
     fan_out = capsys.readouterr().out
     # The slow fetch holds the critical path; the other eleven run beside it.

@@ -15,9 +15,11 @@ with something longer saves nothing and work on the critical path moves everythi
 Which change each kind's ``saving_ns`` stands for:
 
 * ``bottleneck``, ``slow_tool``: removing the span's (or operation's) own time, the most that
-  optimising it can give; ``evidence["saving_if_2x_faster_ns"]`` is the same for 2x faster;
+  optimising it can give; ``evidence["saving_if_2x_faster_ns"]`` is the same for 2x faster (a
+  parent's critical-path time while one of its children ran is a gap, not own time: no saving);
 * ``repeated_tool_call``: dropping every repeat of an identical call but the first;
-* ``parallelizable``: starting independent sequential siblings together;
+* ``parallelizable``: starting independent sequential siblings together (if they are independent:
+  ``rests_on`` says whether the trace shows it or the finding assumes it);
 * ``what_if``: the selection made N times faster;
 * ``llm_queue``: removing the inference server's queue time from every call (``llm_phases``).
 
@@ -29,6 +31,10 @@ Each kind has a ``FindingKind`` record (``kinds``): its finder, how its findings
 their change does in the combined projection, how the report of many traces groups them and says
 what they found. ``registry.REGISTRY`` is the table of them all; a new kind is a finder module
 and a record there.
+
+Every finding says what it rests on (``Finding.rests_on``, the vocabulary of ``rests_on``):
+the measured times, evidence that calls are independent, an assumption, or times an adapter
+estimated. ``combined_projection`` makes only the changes the trace shows to be possible.
 
 Like the projection, this needs the span tree: use it before ``TraceProfile.release()``.
 """

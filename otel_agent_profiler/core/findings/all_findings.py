@@ -7,6 +7,7 @@ from ..projection import RecordedSchedule
 from .base import DEFAULT_OPTIONS, Finding, FindingOptions
 from .ranking import rank
 from .registry import FINDERS
+from .rests_on import ASSUMED_NO_RECORDED_FLOW, ESTIMATED_TIMING
 
 
 def find_all(
@@ -27,4 +28,26 @@ def find_all(
     findings: list[Finding] = []
     for finder in FINDERS:
         findings.extend(finder(profile, options, schedule=schedule))
+    mark_estimated_timing(profile, findings)
     return rank(profile, findings, options)
+
+
+#: Added to the sentence of a finding whose saving stands on times its trace's adapter laid out.
+ESTIMATED_TIMING_SENTENCE = (
+    "These times are estimates, not measurements: the trace's format records when each step happened, not how "
+    "long its calls took, so this saving is left out of the combined one."
+)
+
+
+def mark_estimated_timing(profile: TraceProfile, findings: list[Finding]) -> None:
+    """Findings whose saving rests on a span with estimated times (``SpanProfile.timing_estimated``,
+    set from what the adapter recorded) say so, and rest on "estimated timing" unless they already
+    rest on an assumption."""
+    estimated = {span.record.span_id for span in profile.spans if span.timing_estimated}
+    if not estimated:
+        return
+    for finding in findings:
+        if finding.saving_ns > 0 and not estimated.isdisjoint(finding.span_ids):
+            finding.title = f"{finding.title} {ESTIMATED_TIMING_SENTENCE}"
+            if finding.rests_on != ASSUMED_NO_RECORDED_FLOW:
+                finding.rests_on = ESTIMATED_TIMING

@@ -15,6 +15,7 @@ from ..genai import TokenUsage
 from ..profile import SpanProfile, TraceProfile
 from ..projection import RecordedSchedule, projected_duration_scaled_ns, projected_durations_scaled_ns
 from ..units import format_duration as format_duration  # findings write durations as the reports do
+from .rests_on import MEASURED_TIMES
 
 JSONValue = Union[str, int, float, bool, None, list["JSONValue"], dict[str, "JSONValue"]]  # noqa: UP007
 Evidence = dict[str, JSONValue]
@@ -78,6 +79,11 @@ class Finding:
     #: Why the verdict may be wrong, one sentence (a child span ran past its parent's end and
     #: moved time into another span's own time); ``None`` when nothing casts doubt on it.
     caveat: str | None = None
+    #: What the finding rests on, one of ``rests_on.RESTS_ON``: "measured" for the trace's recorded
+    #: times; a parallelization's evidence of independence, or that it is assumed; "estimated
+    #: timing" when the adapter laid the times out. Assumed and estimated ones are left out of
+    #: ``combined_projection``.
+    rests_on: str = MEASURED_TIMES
 
     def to_dict(self) -> dict[str, JSONValue]:
         return {
@@ -91,6 +97,7 @@ class Finding:
             "where": list[JSONValue](self.where),
             "details": list[JSONValue](self.details),
             "evidence": self.evidence,
+            "rests_on": self.rests_on,
             # Only when there is one: findings without a caveat keep their shape.
             **({"caveat": self.caveat} if self.caveat is not None else {}),
         }

@@ -77,14 +77,15 @@ def _top_operations(profile: TraceProfile, top_n: int) -> list[tuple[tuple[str, 
     return [(key, spans_of[key]) for key, _ in ranked]
 
 
-def _subject(category: str, operation: str, count: int) -> str:
-    """What a bottleneck is about, as the subject of a sentence."""
+def _subject(category: str, operation: str, count: int, *, own_code: bool = True) -> str:
+    """What a bottleneck is about, as the subject of a sentence; ``own_code=False`` when none of its
+    time is the span's own code (only gaps between its children), so the subject does not say so."""
     if category in (LLM, EMBEDDING):
         return f"The {operation} call" if count == 1 else f"The {count} {operation} calls"
     if category == TOOL:
         return f"Tool {operation}" if count == 1 else f"The {count} calls of tool {operation}"
     if category == AGENT:
-        return f"Agent {operation}'s own code"
+        return f"Agent {operation}'s own code" if own_code else f"Agent {operation}"
     if category == INTERNAL:
         return f"'{operation}'" if count == 1 else f"The {count} '{operation}' spans"
     return f"{category.capitalize()} {operation}" if count == 1 else f"The {count} {category} {operation} calls"
@@ -117,12 +118,19 @@ def _bottleneck(
     profile: TraceProfile, spans: list[SpanProfile], scope: str, schedule: RecordedSchedule | None
 ) -> Finding:
     critical = sum(s.critical_path_ns for s in spans)
+    # Critical-path time a span holds while one of its children runs is a gap between children
+    # (the next one started late), not its own code: only the rest is blamed on the code.
+    waiting = sum(s.critical_path_waiting_ns for s in spans)
+    own = critical - waiting
     removed, saving, halved, saving_2x = _removed_and_halved(profile, spans, schedule)
+    if waiting > 0:
+        # The projection removes the gaps too; removing the code's time saves at most that time.
+        saving, saving_2x = min(saving, own), min(saving_2x, own // 2)
     share = _share(critical, profile.critical_path_ns)
     first = spans[0]
     # An inference server's span (and the HTTP span above it) is part of its client's call.
     calls = calls_of(spans)
-    subject = _subject(first.category, first.operation, len(calls))
+    subject = _subject(first.category, first.operation, len(calls), own_code=own > 0)
     if len(spans) == 1:
         # One span: say which one, as the span tree and the waterfall show it.
         if first.operation not in first.name:
@@ -133,15 +141,34 @@ def _bottleneck(
     if len(calls) > 1 and len(holding) < len(calls):
         subject += f" ({len(holding)} of them on the critical path)"
     verb = "hold" if len(calls) > 1 and first.category != AGENT else "holds"
+    savings = (
+        f"removing that time would end the trace {format_duration(saving)} sooner, "
+        f"making it twice as fast {format_duration(saving_2x)} sooner."
+    )
+    if waiting == 0:
+        title = (
+            f"{subject} {verb} {format_duration(critical)} of the critical path "
+            f"({_percent(critical / profile.critical_path_ns)}): {savings}"
+        )
+        suggestion = _suggestion(first.category, first.operation, calls) if saving > 0 else None
+    elif own == 0:
+        title = (
+            f"{subject} {verb} {format_duration(critical)} of the critical path "
+            f"({_percent(critical / profile.critical_path_ns)}) only as gaps between its children, not in its own "
+            f"code: a child was still running throughout while the next one had not started."
+        )
+        suggestion = _gap_suggestion(first.name)
+    else:
+        title = (
+            f"{subject} {verb} {format_duration(own)} of the critical path "
+            f"({_percent(own / profile.critical_path_ns)}), and {format_duration(waiting)} more as gaps between "
+            f"its children while one of them was still running: {savings}"
+        )
+        suggestion = _suggestion(first.category, first.operation, calls) if saving > 0 else None
     return Finding(
         kind=BOTTLENECK,
-        title=(
-            f"{subject} {verb} {format_duration(critical)} of the critical path "
-            f"({_percent(critical / profile.critical_path_ns)}): "
-            f"removing that time would end the trace {format_duration(saving)} sooner, "
-            f"making it twice as fast {format_duration(saving_2x)} sooner."
-        ),
-        suggestion=_suggestion(first.category, first.operation, calls) if saving > 0 else None,
+        title=title,
+        suggestion=suggestion,
         where=where(profile, holding),
         saving_ns=saving,
         span_ids=tuple(s.record.span_id for s in spans),
@@ -153,12 +180,20 @@ def _bottleneck(
             "spans": len(spans),
             "critical_path_ns": critical,
             "critical_path_share": share,
+            "critical_path_waiting_ns": waiting,
             "self_time_ns": sum(s.self_time_ns for s in spans),
             "duration_ns": profile.duration_ns,
             "projected_duration_without_ns": removed,
             "projected_duration_2x_faster_ns": halved,
             "saving_if_2x_faster_ns": saving_2x,
         },
+    )
+
+
+def _gap_suggestion(name: str) -> str:
+    return (
+        f"See why '{name}' starts a step while an earlier one still runs but not sooner: if the step does not "
+        f"need what the earlier one does first, start it sooner."
     )
 
 

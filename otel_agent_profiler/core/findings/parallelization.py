@@ -1,14 +1,17 @@
-"""Parallelization: sequential siblings with no data dependency between them.
+"""Parallelization: sequential siblings with nothing tying one's result to the other.
 
-Whether one step needs another's result is decided by the links, inputs and outputs they recorded.
+Whether one step needs another's result is decided by what they recorded: links, tool call ids,
+the LLM response that requested them, a declaration by the application, inputs and outputs.
+What decides it is the finding's ``rests_on``; without evidence it is only assumed, and said so.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from itertools import pairwise
 
-from ..categories import AGENT, CATEGORIES, INTERNAL, LLM
+from ..categories import AGENT, CATEGORIES, EMBEDDING, INTERNAL, LLM, RETRIEVAL
 from ..profile import SpanProfile, TraceProfile
 from ..projection import RecordedSchedule
 from ..records import AttributeValue
@@ -23,13 +26,20 @@ from .base import (
     format_duration,
     where,
 )
+from .rests_on import (
+    ASSUMED_NO_RECORDED_FLOW,
+    DECLARED_INDEPENDENT,
+    INDEPENDENT_GROUP_ATTRIBUTE,
+    NO_RECORDED_FLOW,
+    REQUESTED_TOGETHER,
+)
 
 PARALLELIZABLE = "parallelizable"
 
-_PARALLEL_CATEGORIES = frozenset(CATEGORIES) - {INTERNAL}
-# Steps that reason over what came before: an LLM call's prompt normally carries the results of
-# earlier steps, and the steps after it normally act on its answer.
-_REASONING_CATEGORIES = frozenset({LLM, AGENT})
+# LLM calls are never started together with the steps around them (see ``_dependent_because``).
+_PARALLEL_CATEGORIES = frozenset(CATEGORIES) - {INTERNAL, LLM}
+# What a query embedding is made for: the search that uses the vector, or the LLM call after it.
+_USES_EMBEDDINGS = frozenset({RETRIEVAL, LLM})
 # Where instrumentations record what a span produced and what it was given. Keys match exactly
 # or as a prefix of flattened keys ("llm.output_messages.0.message.tool_calls.0.tool_call.id").
 _OUTPUT_KEYS = (
@@ -58,6 +68,8 @@ _TOOL_CALL_ID_KEYS = ("gen_ai.tool.call.id", "tool_call.id", "tool.call.id")
 # quoting punctuation, long enough and with a space or digit, so keys and roles never match.
 _PIECE_SPLIT = re.compile(r"[\"'{}\[\],:\\]")
 _MIN_PIECE = 12
+# Tool call ids are words like "call_3cfc67c4a9" or "toolu_01A-b": how they are found in a response.
+_WORD = re.compile(r"[\w-]+")
 
 
 # Attribute keys repeat across spans and traces: whether a key falls under the input or output
@@ -125,84 +137,169 @@ def _shares_text(output: str, input_text: str) -> bool:
     return False
 
 
+def _declared_group(span: SpanProfile) -> str | None:
+    value = span.record.attributes.get(INDEPENDENT_GROUP_ATTRIBUTE)
+    return value if isinstance(value, str) and value else None
+
+
+class _Evidence:
+    """What one trace recorded that shows steps independent, each piece read once per trace."""
+
+    def __init__(self, spans: Iterable[SpanProfile]) -> None:
+        self._spans = spans
+        self._outputs: dict[int, str | None] = {}
+        self._inputs: dict[int, str | None] = {}
+        self._llm_outputs: list[str] | None = None
+        self._requested: dict[str, frozenset[int]] | None = None
+
+    def output_of(self, span: SpanProfile) -> str | None:
+        key = id(span)
+        if key not in self._outputs:
+            self._outputs[key] = recorded_output(span)
+        return self._outputs[key]
+
+    def input_of(self, span: SpanProfile) -> str | None:
+        key = id(span)
+        if key not in self._inputs:
+            self._inputs[key] = recorded_input(span)
+        return self._inputs[key]
+
+    def requesters(self, call_id: str) -> frozenset[int]:
+        """The LLM calls (by position) whose recorded response lists this tool call id."""
+        if self._requested is None:
+            self._requested = self._index_requests()
+        found = self._requested.get(call_id)
+        if found is None:
+            # An id with characters outside a word: looked for as text, once.
+            outputs = self._llm_outputs or []
+            found = frozenset(i for i, output in enumerate(outputs) if call_id in output)
+            self._requested[call_id] = found
+        return found
+
+    def _index_requests(self) -> dict[str, frozenset[int]]:
+        # Every LLM response read once: its words that are tool call ids of this trace. Searching
+        # every response for every id would cost calls x responses on long runs.
+        outputs = (self.output_of(s) for s in self._spans if s.category == LLM)
+        self._llm_outputs = [output for output in outputs if output]
+        ids = {call_id for s in self._spans if (call_id := tool_call_id(s)) is not None}
+        word_ids = {call_id for call_id in ids if _WORD.fullmatch(call_id)}
+        requested: dict[str, set[int]] = {call_id: set() for call_id in word_ids}
+        for index, output in enumerate(self._llm_outputs):
+            for word in word_ids.intersection(_WORD.findall(output)):
+                requested[word].add(index)
+        return {call_id: frozenset(indexes) for call_id, indexes in requested.items()}
+
+
 def dependency(earlier: SpanProfile, later: SpanProfile) -> tuple[bool, str]:
     """Whether ``later`` (which started after ``earlier`` ended) may need ``earlier``'s result,
-    and why. Recorded evidence decides; without any, only LLM and agent steps are assumed to."""
-    return _dependency(earlier, later, recorded_output(earlier), recorded_input(later))
+    and why. Recorded evidence decides; without any, LLM and agent steps are taken to need it,
+    and two actions (tools, retrievals, ...) are assumed not to, which the reason says."""
+    root = earlier
+    while root.parent is not None:
+        root = root.parent
+    basis, reason = _verdict(earlier, later, _Evidence(_subtree(root)))
+    return basis is None, reason
 
 
-def _dependency(
-    earlier: SpanProfile, later: SpanProfile, output: str | None, input_text: str | None
-) -> tuple[bool, str]:
-    if _linked(earlier, later):
-        return True, "linked"
-    later_id = tool_call_id(later)
-    if later_id is not None and output is not None:
-        if later_id in output:
-            return True, "tool call id in the earlier span's output"
-        if earlier.category == LLM:
-            # The call lists the tools it asked for; this one is not among them.
-            return False, "tool call id not in the earlier LLM call's output"
-    earlier_id = tool_call_id(earlier)
-    if earlier_id is not None and input_text is not None and earlier_id in input_text:
-        return True, "tool call id in the later span's input"
+def _subtree(root: SpanProfile) -> list[SpanProfile]:
+    stack, spans = [root], []
+    while stack:
+        node = stack.pop()
+        spans.append(node)
+        stack.extend(node.children)
+    return spans
+
+
+def _verdict(earlier: SpanProfile, later: SpanProfile, evidence: _Evidence) -> tuple[str | None, str]:
+    """What shows that ``later`` does not need ``earlier``'s result (a ``rests_on`` value), or None
+    when it may need it; and the reason in words."""
+    reason = _dependent_because(earlier, later, evidence)
+    if reason is not None:
+        return None, reason
+    earlier_id, later_id = tool_call_id(earlier), tool_call_id(later)
+    if (
+        earlier_id is not None
+        and later_id is not None
+        and evidence.requesters(earlier_id) & evidence.requesters(later_id)
+    ):
+        return REQUESTED_TOGETHER, "both tool call ids in one LLM response"
+    group = _declared_group(earlier)
+    if group is not None and group == _declared_group(later):
+        return DECLARED_INDEPENDENT, f"both declared in independent group {group!r}"
+    output, input_text = evidence.output_of(earlier), evidence.input_of(later)
     if output is not None and input_text is not None:
         if _shares_text(output, input_text):
-            return True, "output text in the later span's input"
-        return False, "recorded output and input share no text"
-    if earlier.category in _REASONING_CATEGORIES or later.category in _REASONING_CATEGORIES:
-        return True, "assumed: an LLM or agent step without recorded messages"
-    # Two actions (tools, retrievals, ...) of one agent: their arguments come from an LLM call,
-    # so one's result reaches the other only through an LLM call between them.
-    return False, "no link and no recorded data flow between two actions"
+            return None, "output text in the later span's input"
+        return NO_RECORDED_FLOW, "recorded output and input share no text"
+    if earlier.category == AGENT or later.category == AGENT:
+        return None, "assumed: an agent step without recorded messages"
+    # Two actions (tools, retrievals, ...) of one agent: their arguments usually come from an LLM
+    # call, so one's result usually reaches the other only through an LLM call between them. But
+    # code can pass it on directly (summarize(fetch_prices())): without evidence this is a guess.
+    return ASSUMED_NO_RECORDED_FLOW, "no link and no recorded data flow between two actions"
+
+
+def _dependent_because(earlier: SpanProfile, later: SpanProfile, evidence: _Evidence) -> str | None:
+    """Why ``later`` may need ``earlier``'s result whatever else was recorded; None if nothing says so."""
+    if earlier.category == LLM or later.category == LLM:
+        # An LLM call's prompt carries the results of the steps before it, and the steps after it
+        # act on its answer: never started together with the step before or after it.
+        return "an LLM call and the next step of the same agent"
+    if earlier.category == EMBEDDING and later.category in _USES_EMBEDDINGS:
+        return "an embedding and the step that uses it"
+    if _linked(earlier, later):
+        return "linked"
+    later_id = tool_call_id(later)
+    output = evidence.output_of(earlier)
+    if later_id is not None and output is not None and later_id in output:
+        return "tool call id in the earlier span's output"
+    earlier_id = tool_call_id(earlier)
+    input_text = evidence.input_of(later)
+    if earlier_id is not None and input_text is not None and earlier_id in input_text:
+        return "tool call id in the later span's input"
+    return None
+
+
+# From the weakest to the strongest: a group rests on the weakest evidence any of its pairs has.
+_STRENGTH = (ASSUMED_NO_RECORDED_FLOW, NO_RECORDED_FLOW, DECLARED_INDEPENDENT, REQUESTED_TOGETHER)
 
 
 def find_parallelization(
     profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
 ) -> list[Finding]:
-    """Siblings (tools, retrievals, LLM calls, sub-agents, ...) that ran one after another with
-    no data dependency; the saving is the projection with them started together.
+    """Siblings (tools, retrievals, sub-agents, ...) that ran one after another with nothing
+    recorded tying them together; the saving is the projection with them started together.
 
-    Groups are consecutive siblings in start order; an ``internal`` sibling between them, or a
-    sibling that depends on a member, ends a group.
+    Groups are consecutive siblings in start order. An LLM call or an ``internal`` sibling ends a
+    group and is never part of one, and a sibling that may need a member's result starts a new
+    one. Each finding says what shows its calls independent (``rests_on``): tool calls requested
+    in one LLM response, calls the application declared independent, or recorded inputs and
+    outputs that share nothing. Without any of these it is a hedged note: its ``rests_on`` says it
+    is assumed, its sentence asks whether the calls really are independent, and the combined
+    projection leaves it out.
     """
     findings: list[Finding] = []
-    # A span's recorded input and output are read once, not once per pair it is compared in.
-    outputs: dict[int, str | None] = {}
-    inputs: dict[int, str | None] = {}
-
-    def output_of(span: SpanProfile) -> str | None:
-        key = id(span)
-        if key not in outputs:
-            outputs[key] = recorded_output(span)
-        return outputs[key]
-
-    def input_of(span: SpanProfile) -> str | None:
-        key = id(span)
-        if key not in inputs:
-            inputs[key] = recorded_input(span)
-        return inputs[key]
-
+    evidence = _Evidence(profile.spans)
     for parent in profile.spans:
         group: list[SpanProfile] = []
+        bases: set[str] = set()
         reasons: set[str] = set()
         for child in parent.children:
             if child.category not in _PARALLEL_CATEGORIES:
-                findings.extend(_parallel_group(profile, parent, group, reasons, schedule))
-                group, reasons = [], set()
+                findings.extend(_parallel_group(profile, parent, group, bases, reasons, schedule))
+                group, bases, reasons = [], set(), set()
                 continue
-            verdicts = [
-                _dependency(member, child, output_of(member), input_of(child))
-                for member in group
-                if member.end_ns <= child.start_ns
-            ]
-            if any(depends for depends, _ in verdicts):
-                findings.extend(_parallel_group(profile, parent, group, reasons, schedule))
-                group, reasons = [child], set()
+            verdicts = [_verdict(member, child, evidence) for member in group if member.end_ns <= child.start_ns]
+            if any(basis is None for basis, _ in verdicts):
+                findings.extend(_parallel_group(profile, parent, group, bases, reasons, schedule))
+                group, bases, reasons = [child], set(), set()
                 continue
             group.append(child)
-            reasons.update(reason for _, reason in verdicts)
-        findings.extend(_parallel_group(profile, parent, group, reasons, schedule))
+            for basis, reason in verdicts:
+                if basis is not None:
+                    bases.add(basis)
+                    reasons.add(reason)
+        findings.extend(_parallel_group(profile, parent, group, bases, reasons, schedule))
     return findings
 
 
@@ -210,17 +307,18 @@ def _parallel_group(
     profile: TraceProfile,
     parent: SpanProfile,
     group: list[SpanProfile],
+    bases: set[str],
     reasons: set[str],
     schedule: RecordedSchedule | None,
 ) -> list[Finding]:
-    if len(group) < 2 or not reasons:  # no reasons: no member ran after another
+    if len(group) < 2 or not bases:  # no bases: no member ran after another
         return []
     ids = frozenset(s.record.span_id for s in group)
     projected, saving = _projected(profile, independent=[ids], schedule=schedule)
     if saving <= 0:
         return []
+    rests_on = min(bases, key=_STRENGTH.index)
     categories = {s.category for s in group}
-    what = f"{next(iter(categories))} calls" if len(categories) == 1 else "steps"
     located = where(profile, group)
     members: list[JSONValue] = [
         {
@@ -233,20 +331,46 @@ def _parallel_group(
         }
         for s in group
     ]
+    # Members that already overlap ran together; only the others ran one after another.
+    ordered = sorted(group, key=lambda s: (s.start_ns, s.record.span_id))
+    in_turn = all(a.end_ns <= b.start_ns for a, b in pairwise(ordered))
+    sequence = "one after another" if in_turn else "partly one after another"
+    sooner = (
+        f"would end the trace {format_duration(saving)} sooner ({_percent(_share(saving, profile.duration_ns))} of it)"
+    )
+    named = _named(group)
+    if rests_on == ASSUMED_NO_RECORDED_FLOW:
+        if len(group) == 2:
+            first, second = (_name(s) for s in ordered)
+            condition = f"if {second} does not need {first}'s result"
+        else:
+            condition = "if none of them needs the result of one before it"
+        title = (
+            f"No recorded data flow between {named} under '{parent.name}', which ran {sequence}: {condition}, "
+            f"starting them together {sooner}. Nothing recorded shows that, so this saving is left out of the "
+            f"combined one."
+        )
+        suggestion = (
+            f"If they do not need each other's results, run {named} together, with asyncio.gather or a thread pool."
+        )
+    else:
+        what = f"{next(iter(categories))} calls" if len(categories) == 1 else "steps"
+        title = (
+            f"{len(group)} {what} under '{parent.name}' ran {sequence}, and {_SHOWN_BY[rests_on]}: "
+            f"started together they {sooner}."
+        )
+        suggestion = f"Run {named} together, with asyncio.gather or a thread pool."
     return [
         Finding(
             kind=PARALLELIZABLE,
-            title=(
-                f"{len(group)} {what} under '{parent.name}' ran one after another with no data dependency: "
-                f"started together they would end the trace {format_duration(saving)} sooner "
-                f"({_percent(_share(saving, profile.duration_ns))} of it)."
-            ),
-            suggestion=f"Run {_named(group)} together, with asyncio.gather or a thread pool.",
+            title=title,
+            suggestion=suggestion,
             where=located,
             saving_ns=saving,
             span_ids=tuple(s.record.span_id for s in group),
             operation=group[0].operation if len({s.operation for s in group}) == 1 else None,
             category=group[0].category if len(categories) == 1 else None,
+            rests_on=rests_on,
             evidence={
                 "parent_span_id": parent.record.span_id,
                 "members": members,
@@ -260,10 +384,22 @@ def _parallel_group(
     ]
 
 
+# What shows a group independent, as the end of its sentence.
+_SHOWN_BY = {
+    REQUESTED_TOGETHER: "one LLM response requested them together",
+    DECLARED_INDEPENDENT: "the application declares them independent",
+    NO_RECORDED_FLOW: "what they recorded as inputs and outputs shows no data flow between them",
+}
+
+
+def _name(span: SpanProfile) -> str:
+    return span.operation or span.name
+
+
 def _named(group: list[SpanProfile]) -> str:
     """The calls of a group by what they call: "search_flights, search_hotels and get_weather",
     or "the 3 fetch_url calls" when they all call the same thing."""
-    names = list(dict.fromkeys(span.operation or span.name for span in group))
+    names = list(dict.fromkeys(_name(span) for span in group))
     if len(names) == 1:
         return f"the {len(group)} {names[0]} calls"
     if len(names) > 6:

@@ -20,6 +20,7 @@ from ..projection import RecordedSchedule, projected_duration_scaled_ns
 from .base import Evidence, Finding, FindingOptions, _with_descendants
 from .kinds import Change
 from .registry import BY_KIND, KINDS, REGISTRY
+from .rests_on import SHOWN_BY_THE_TRACE
 
 # The factor a bottleneck's or slow tool's spans get in the combined projection: "twice as fast",
 # the change their suggestions ask for (removing the time altogether is the upper bound, not a change).
@@ -108,7 +109,9 @@ def combined_projection(
     (and what they called) dropped, a parallelizable group started together. Other kinds (and
     what-ifs, which are questions rather than changes) change nothing. A span changed by several
     findings takes the largest change, never their product. Needs the span tree. ``schedule``: the
-    trace's recorded schedule, if already built (by the caller of ``find_all``).
+    trace's recorded schedule, if already built (by the caller of ``find_all``). Findings that
+    rest on an assumption or on estimated times (``Finding.rests_on``) are left out: the combined
+    saving adds up only what the trace shows.
     """
     by_id = {span.record.span_id: span for span in profile.spans}
     factors: dict[SpanProfile, float] = {}
@@ -120,6 +123,8 @@ def combined_projection(
             factors[span] = min(factors.get(span, 1.0), factor)
 
     for finding in findings:
+        if finding.rests_on not in SHOWN_BY_THE_TRACE:
+            continue
         spans = [by_id[i] for i in finding.span_ids if i in by_id]
         # A kind the registry does not know (a finding made by hand) changes nothing.
         kind = BY_KIND.get(finding.kind)
