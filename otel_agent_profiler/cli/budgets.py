@@ -278,20 +278,68 @@ def _what_if_lines(profile: TraceProfile, result: WhatIfProjection) -> list[str]
         change = f"{format_duration(after - before)} later, {(after - before) / before:.0%} more"
     else:
         change = "no change"
-    # The path is told by the spans it runs through at the bottom: those with no child on it.
-    on_path = {step.get("span_id") for step in result.critical_path}
-    parents = {s.record.parent_span_id for s in profile.spans if s.record.span_id in on_path}
-    leaves = [step for step in result.critical_path if step.get("span_id") not in parents]
-    shown = [_step_words(step) for step in leaves[:_PATH_SPANS_SHOWN]]
-    if len(leaves) > _PATH_SPANS_SHOWN:
-        shown.append(plural(len(leaves) - _PATH_SPANS_SHOWN, "more span"))
+    shown = _path_words(profile, result, after)
     sentence = f"The trace would take {format_duration(after)} instead of {format_duration(before)} ({change})."
-    listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
-    path = f"Its critical path would run through {listed}."
+    path = f"Its critical path would run through {_listed(shown)}." if shown else ""
     return [
         *textwrap.wrap(sentence, 78, initial_indent="  ", subsequent_indent="    "),
-        *textwrap.wrap(path, 78, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False),
+        # A duration's number and unit stay on one line: wrapped with a no-break space between them.
+        *(
+            line.replace(_NO_BREAK, " ")
+            for line in textwrap.wrap(path, 78, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
+        ),
     ]
+
+
+_NO_BREAK = "\u00a0"
+
+
+def _unbroken(duration_ns: int) -> str:
+    return format_duration(duration_ns).replace(" ", _NO_BREAK)
+
+
+def _listed(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _path_words(profile: TraceProfile, result: WhatIfProjection, after: int) -> list[str]:
+    """The projected critical path as the spans whose own time is on it, with that time, so that the
+    times named add up to the path: a parent's time between its children counts as the parent's own
+    ("'invoke_agent a' itself for 350 ms"), not only the spans at the bottom."""
+    parent_of = {s.record.span_id: s.record.parent_span_id for s in profile.spans}
+    steps = [step for step in result.critical_path if isinstance(step.get("span_id"), str)]
+    length: dict[str, int] = {}
+    for step in steps:
+        duration = step.get("duration_ns")
+        length[str(step["span_id"])] = duration if isinstance(duration, int) else 0
+    # A span's own time on the path: its length less that of its children on the path.
+    own = dict(length)
+    leaves = set(length)
+    for span_id in length:
+        parent = parent_of.get(span_id)
+        if parent is not None and parent in own:
+            own[parent] -= length[span_id]
+            leaves.discard(parent)
+    return _named_shares([(step, own[str(step["span_id"])], str(step["span_id"]) in leaves) for step in steps], after)
+
+
+def _named_shares(shares: list[tuple[Mapping[str, JSONValue], int, bool]], after: int) -> list[str]:
+    """The largest shares of the path by name, in the path's order; the rest counted with their time."""
+    holding = [(step, ns, leaf) for step, ns, leaf in shares if ns > 0]
+    largest = sorted(range(len(holding)), key=lambda i: -holding[i][1])[:_PATH_SPANS_SHOWN]
+    words = []
+    for index in sorted(largest):
+        step, ns, leaf = holding[index]
+        itself = "" if leaf else " itself"
+        words.append(f"{_step_words({**step, 'duration_ns': None})}{itself} for {_unbroken(ns)}")
+    rest = [ns for index, (_, ns, _) in enumerate(holding) if index not in largest]
+    if rest:
+        words.append(f"{plural(len(rest), 'more span')} for {_unbroken(sum(rest))}")
+    between = after - sum(ns for _, ns, _ in holding)
+    if between > 0 and words:
+        # Time between the roots of a trace with several: no span holds it.
+        words.append(f"{_unbroken(between)} between spans")
+    return words
 
 
 _PATH_SPANS_SHOWN = 6

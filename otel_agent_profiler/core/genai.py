@@ -227,3 +227,12 @@ def time_to_first_token_ns(
         if nanoseconds is not None:
             return nanoseconds
     return None
+
+
+def records_cached_input(attributes: Mapping[str, AttributeValue]) -> bool:
+    """Whether a span records its cached input tokens at all, zero included.
+
+    ``TokenUsage.cached_input`` is 0 both when nothing was served from the cache and when the
+    instrumentation never says: only the attribute's presence tells them apart.
+    """
+    return any(key in attributes for key in _CACHED_INPUT_TOKEN_KEYS)

@@ -196,7 +196,6 @@ def trace_view_data(profile: TraceProfile, findings: Sequence[Finding]) -> dict[
                 "suggestion": f.suggestion,
                 # Each span the finding is about, in words and by id: a link to its waterfall row.
                 "where": [[describe_location(location), location["span_id"]] for location in f.where],
-                "details": len(f.details),
                 "caveat": f.caveat,
             }
             for f in findings
@@ -204,7 +203,7 @@ def trace_view_data(profile: TraceProfile, findings: Sequence[Finding]) -> dict[
         # Data problems the analysis worked around, shown above the findings they may affect.
         "anomalies": [[a.kind, a.span_id, a.detail] for a in profile.anomalies[:_SHOWN_ANOMALIES]],
         "more_anomalies": max(0, len(profile.anomalies) - _SHOWN_ANOMALIES),
-        "combined": combined_sentence(combined_projection(profile, findings)) if findings else None,
+        "combined": combined_sentence(combined_projection(profile, findings), findings) if findings else None,
         "flame_rows": row_count,
         "spans": spans,
         # The phases of the critical path's LLM time, when inference server spans split it.

@@ -53,7 +53,7 @@ svg rect.span.cp { stroke: var(--cp); stroke-width: 1.4; }
 svg rect.span.hl { stroke: #e11d48; stroke-width: 2.5; opacity: 1; }
 #findings tr.finding[title] { cursor: pointer; }
 #findings tr.finding.active { background: #fff1f3; }
-#findings .where, #findings .suggestion, #findings .details { margin-top: 3px; font-size: 12px; color: #444; }
+#findings .where, #findings .suggestion { margin-top: 3px; font-size: 12px; color: #444; }
 #findings .suggestion { color: #1a5e20; }
 #findings .caveat, #findings ul.anomalies { color: #8a4b00; font-size: 12px; }
 #findings ul.anomalies { margin: 0 0 8px; padding-left: 18px; }
@@ -448,10 +448,6 @@ JS = r"""
       }
       if (f.suggestion) { html("div", "suggestion", "Suggestion: " + f.suggestion, text); }
       if (f.caveat) { html("div", "caveat", f.caveat, text); }
-      if (f.details) {
-        html("div", "details", "This includes " + (f.details === 1 ? "1 smaller finding" :
-          f.details + " smaller findings") + " about the same spans.", text);
-      }
       html("td", "num", f.saving_ms > 0 ? fmt(f.saving_ms) : "-", tr);
       var cell = html("td", "barcell", null, tr);
       if (f.saving_ms > 0) {

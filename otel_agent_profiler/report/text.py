@@ -11,7 +11,15 @@ from typing import NamedTuple
 
 from ..core.backend_load import summarize_loads
 from ..core.categories import CATEGORIES
-from ..core.findings import BUDGET_EXCEEDED, CombinedProjection, Finding, combined_projection, describe_where
+from ..core.findings import (
+    BUDGET_EXCEEDED,
+    BY_KIND,
+    Change,
+    CombinedProjection,
+    Finding,
+    combined_projection,
+    describe_where,
+)
 from ..core.profile import SpanProfile, TraceProfile
 from ..core.units import format_duration, format_usd, plural
 
@@ -224,19 +232,31 @@ def _flame_chart(profile: TraceProfile, max_spans: int, glyphs: Glyphs) -> list[
     return lines
 
 
-def combined_sentence(projection: CombinedProjection) -> str | None:
-    """The combined projection of a trace's findings as a sentence, if their changes save anything."""
+#: What the combined projection takes each kind of change to be, in the order a sentence lists them.
+_ASSUMED: dict[Change, str] = {
+    Change.TWICE_AS_FAST: "each slow step becomes twice as fast",
+    Change.DROP_REPEATS: "each repeated call is made once",
+    Change.START_TOGETHER: "the steps that wait for nothing start together",
+}
+
+
+def combined_sentence(projection: CombinedProjection, findings: Sequence[Finding] = ()) -> str | None:
+    """The combined projection of a trace's findings as a sentence, if their changes save anything,
+    with what it assumes each change does (the changes of ``findings``' kinds)."""
     if projection.changes == 0 or projection.saving_ns <= 0:
         return None
     # A share rather than "X instead of Y": both ends can round to the same figure.
     share = projection.saving_ns / projection.duration_ns
     changes = "this change" if projection.changes == 1 else "these changes"
-    return (
-        f"Made together, {changes} would end the trace {format_duration(projection.saving_ns)} sooner "
-        f"({share:.0%} of its {format_duration(projection.duration_ns)})."
-        if share >= 0.005
-        else f"Made together, {changes} would end the trace {format_duration(projection.saving_ns)} sooner."
-    )
+    sentence = f"Made together, {changes} would end the trace {format_duration(projection.saving_ns)} sooner"
+    if share >= 0.005:
+        sentence += f" ({share:.0%} of its {format_duration(projection.duration_ns)})"
+    made = {BY_KIND[f.kind].change for f in findings if f.kind in BY_KIND}
+    assumed = [words for change, words in _ASSUMED.items() if change in made]
+    if assumed:
+        listed = assumed[0] if len(assumed) == 1 else ", ".join(assumed[:-1]) + " and " + assumed[-1]
+        sentence += f", assuming {listed}"
+    return sentence + "."
 
 
 def _paragraph(text: str, first: str, rest: str, glyphs: Glyphs) -> list[str]:
@@ -251,9 +271,9 @@ def _findings(profile: TraceProfile, findings: Sequence[Finding], limit: int, gl
         return []
     order = "the largest saving of end-to-end time first"
     if any(finding.kind == BUDGET_EXCEEDED for finding in findings):
-        order = "budgets exceeded first, then the largest saving of end-to-end time"
+        order = "budgets exceeded first, then the largest saving"
     lines = ["", f"What to change ({order})"]
-    combined = combined_sentence(combined_projection(profile, findings)) if profile.spans else None
+    combined = combined_sentence(combined_projection(profile, findings), findings) if profile.spans else None
     if combined:
         lines += _paragraph(combined, "  ", "  ", glyphs)
     for number, finding in enumerate(findings[:limit], 1):
@@ -264,13 +284,18 @@ def _findings(profile: TraceProfile, findings: Sequence[Finding], limit: int, gl
             lines += _paragraph(f"Suggestion: {finding.suggestion}", "     ", "       ", glyphs)
         if finding.caveat:
             lines += _paragraph(finding.caveat, "     ", "       ", glyphs)
-        if finding.details:
-            also = "1 smaller finding" if len(finding.details) == 1 else f"{len(finding.details)} smaller findings"
-            lines += _paragraph(f"This includes {also} about the same spans.", "     ", "       ", glyphs)
     if len(findings) > limit:
         more = plural(len(findings) - limit, "more finding")
         lines.append(f"  {glyphs.ellipsis} {more} (--format json --findings lists all)")
     return lines
+
+
+def render_findings(
+    profile: TraceProfile, findings: Sequence[Finding], *, max_findings: int = 5, ascii_only: bool = False
+) -> str:
+    """The "What to change" section of the text report alone: what ``render_trace`` says of ``findings``."""
+    lines = _findings(profile, findings, max_findings, ASCII if ascii_only else UNICODE)
+    return "\n".join(lines[1:]) + "\n" if lines else ""
 
 
 def render_trace(

@@ -12,9 +12,13 @@ from typing import Any
 import pytest
 
 from otel_agent_profiler.cli import EXIT_BAD_INPUT, EXIT_BUDGET_EXCEEDED, EXIT_OK, main
+from otel_agent_profiler.cli.budgets import what_if_text
+from otel_agent_profiler.core.findings import what_ifs_together
 from tests.support.paths import DATA, ROOT
+from tests.support.span_builders import profile, span
 
 DEMO = str(DATA / "demo_trace.otlp.json")
+MS = 1_000_000
 
 
 @pytest.fixture(autouse=True)
@@ -148,6 +152,29 @@ def test_what_if_text_gives_the_projected_duration_and_the_new_critical_path(
     )
     assert "  The trace would take " in section
     assert "  Its critical path would run through " in section
+
+
+def test_what_if_text_names_time_that_adds_up_to_the_new_critical_path() -> None:
+    # The agent's own code holds half of the path (before, between and after its children): naming only
+    # the tool and the LLM call (400 ms) for a 900 ms path would not add up.
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
+    lookup = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
+    records = [
+        span("agent", None, 0, 1000 * MS, attributes=agent),
+        span("lookup", "agent", 100 * MS, 300 * MS, attributes=lookup),
+        span("chat", "agent", 400 * MS, 700 * MS, attributes=chat),
+    ]
+    trace = profile(records)
+    changes = [("tool", 2.0)]
+    text = what_if_text([trace], changes, {trace.trace_id: what_ifs_together(trace, changes)})
+    assert text == (
+        "\n"
+        "What if tool calls were twice as fast\n"
+        "  The trace would take 900 ms instead of 1.00 s (100 ms sooner, 10% less).\n"
+        "  Its critical path would run through 'agent' itself for 500 ms, 'lookup' for\n"
+        "    100 ms and 'chat' (gpt-4o) for 300 ms.\n"
+    )
 
 
 def test_what_if_json(capsys: pytest.CaptureFixture[str]) -> None:

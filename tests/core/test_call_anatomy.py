@@ -253,3 +253,26 @@ def test_a_streamed_response_outliving_its_http_span_is_not_an_anomaly():
         span("server", "post", 20 * MS, 980 * MS, SERVER) if record.name == "server" else record for record in streamed
     ]
     assert [a.kind for a in profile(unserved).anomalies] == ["child_outlives_parent"]
+
+
+@pytest.mark.parametrize(
+    ("model", "ending"),
+    [
+        ("gpt-4o", " Or try gpt-4o-mini for these calls, at a lower price per token."),
+        # Nothing smaller than gpt-4o-mini is priced, and a self-hosted model has no price: no model advice.
+        ("gpt-4o-mini", "ask for shorter answers."),
+        ("meta-llama/Llama-3.1-8B-Instruct", "ask for shorter answers."),
+    ],
+)
+def test_the_decode_finding_names_a_smaller_model_only_where_one_is_priced(model, ending):
+    import dataclasses
+
+    from otel_agent_profiler.core.findings import LLM_DECODE
+
+    records = [
+        dataclasses.replace(r, attributes={**r.attributes, "gen_ai.request.model": model}) if r.name == "chat" else r
+        for r in agent_with_served_call(queue_s=0.0, prefill_s=0.1, decode_s=0.8)
+    ]
+    (finding,) = _findings_of(records, LLM_DECODE)
+    assert finding.suggestion is not None and finding.suggestion.endswith(ending)
+    assert "smaller, faster model" not in finding.suggestion

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..call_anatomy import calls_of
 from ..categories import AGENT, EMBEDDING, INTERNAL, LLM, RETRIEVAL, TOOL
+from ..model_facts import cheaper_models
 from ..profile import SpanProfile, TraceProfile
 from ..projection import RecordedSchedule
 from .base import (
@@ -23,6 +24,8 @@ SLOW_TOOL = "slow_tool"
 
 #: LLM answers at most this many output tokens on average count as short: a smaller model will do.
 SHORT_ANSWER_TOKENS = 300
+#: Removing a step saving less than this share of the time it holds is explained: other work takes over.
+TAKEN_OVER_BELOW = 0.5
 
 
 def overrun_caveat(profile: TraceProfile, spans: list[SpanProfile]) -> str | None:
@@ -97,12 +100,7 @@ def _suggestion(category: str, operation: str, spans: list[SpanProfile]) -> str:
     if category == LLM:
         outputs = [s.tokens.output for s in spans if s.tokens is not None and s.tokens.output > 0]
         average = round(sum(outputs) / len(outputs)) if outputs else None
-        if average is not None and average <= SHORT_ANSWER_TOKENS:
-            return (
-                f"Use a smaller or faster model than {operation} for {these}: "
-                f"the answers are short ({average:,} output tokens on average)."
-            )
-        return f"Use a faster model than {operation} for {these}, or send shorter prompts and ask for shorter answers."
+        return _model_suggestion(operation, these, average)
     if category == EMBEDDING:
         return f"Batch the {operation} requests into one call and cache the embeddings of text seen before."
     if category == TOOL:
@@ -112,6 +110,46 @@ def _suggestion(category: str, operation: str, spans: list[SpanProfile]) -> str:
     if category == RETRIEVAL:
         return f"Cache what {operation} retrieves, or retrieve fewer documents."
     return f"Profile '{operation}': this time is spent in the application's own code."
+
+
+def _model_suggestion(model: str, these: str, average_output: int | None) -> str:
+    """What to change about slow LLM calls: a smaller model only when the price table knows a
+    cheaper one of the same line (none is smaller than gpt-4o-mini), else the prompts and answers."""
+    smaller = cheaper_models(model)
+    if smaller:
+        names = " or ".join(smaller[:2])
+        cheaper = f"{names} costs" if len(smaller) == 1 else "both cost"
+        if average_output is not None and average_output <= SHORT_ANSWER_TOKENS:
+            return (
+                f"Try {names} for {these}: the answers are short ({average_output:,} output tokens on average), "
+                f"and {cheaper} less than {model}."
+            )
+        return f"Ask for shorter answers, or try {names} for {these}: {cheaper} less than {model}."
+    if average_output is not None and average_output <= SHORT_ANSWER_TOKENS:
+        return (
+            f"Send {model} shorter prompts, or make fewer calls: its answers are already short "
+            f"({average_output:,} output tokens on average)."
+        )
+    if average_output is not None:
+        return (
+            f"Ask {model} for shorter answers ({average_output:,} output tokens on average), or send shorter prompts."
+        )
+    return f"Send {model} shorter prompts and ask it for shorter answers."
+
+
+def _savings_sentence(held_ns: int, saving: int, saving_2x: int, pronoun: str) -> str:
+    """The end of a bottleneck's (or slow tool's) title: what removing its time and halving it would give,
+    and, when removing it gives far less than the time it holds, why."""
+    if saving >= TAKEN_OVER_BELOW * held_ns:
+        return (
+            f"removing that time would end the trace {format_duration(saving)} sooner, "
+            f"and halving it {format_duration(saving_2x)} sooner."
+        )
+    return (
+        f"removing that time would end the trace only {format_duration(saving)} sooner, "
+        f"and halving it {format_duration(saving_2x)} sooner: work that ran beside {pronoun} "
+        "would take over the critical path."
+    )
 
 
 def _bottleneck(
@@ -141,14 +179,12 @@ def _bottleneck(
     if len(calls) > 1 and len(holding) < len(calls):
         subject += f" ({len(holding)} of them on the critical path)"
     verb = "hold" if len(calls) > 1 and first.category != AGENT else "holds"
-    savings = (
-        f"removing that time would end the trace {format_duration(saving)} sooner, "
-        f"making it twice as fast {format_duration(saving_2x)} sooner."
-    )
+    pronoun = "them" if verb == "hold" else "it"
     if waiting == 0:
         title = (
             f"{subject} {verb} {format_duration(critical)} of the critical path "
-            f"({_percent(critical / profile.critical_path_ns)}): {savings}"
+            f"({_percent(critical / profile.critical_path_ns)}): "
+            + _savings_sentence(critical, saving, saving_2x, pronoun)
         )
         suggestion = _suggestion(first.category, first.operation, calls) if saving > 0 else None
     elif own == 0:
@@ -162,7 +198,7 @@ def _bottleneck(
         title = (
             f"{subject} {verb} {format_duration(own)} of the critical path "
             f"({_percent(own / profile.critical_path_ns)}), and {format_duration(waiting)} more as gaps between "
-            f"its children while one of them was still running: {savings}"
+            f"its children while one of them was still running: " + _savings_sentence(own, saving, saving_2x, pronoun)
         )
         suggestion = _suggestion(first.category, first.operation, calls) if saving > 0 else None
     return Finding(
@@ -216,10 +252,7 @@ def find_slow_tools(
             f"({_percent(span.self_time_ns / duration)} of the trace)"
         )
         if saving > 0:
-            title = (
-                f"{took}: removing that time would end the trace {format_duration(saving)} sooner, "
-                f"making it twice as fast {format_duration(saving_2x)} sooner."
-            )
+            title = f"{took}: " + _savings_sentence(span.self_time_ns, saving, saving_2x, "it")
         else:
             title = f"{took}, but beside longer work: making it faster would not end the trace sooner."
         findings.append(

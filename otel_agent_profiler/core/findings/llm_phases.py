@@ -17,6 +17,7 @@ from __future__ import annotations
 from ..backend_load import summarize_loads
 from ..call_anatomy import server_phases_ns
 from ..categories import LLM
+from ..model_facts import cheaper_models
 from ..profile import SpanProfile, TraceProfile
 from ..projection import RecordedSchedule, projected_duration_scaled_ns
 from .base import (
@@ -131,8 +132,7 @@ def find_llm_phases(
             LLM_DECODE,
             2,
             "decoding answers",
-            "Long outputs dominate: cap the output tokens (max_tokens) or ask for shorter answers, or use a "
-            "smaller, faster model for these calls.",
+            "Long outputs dominate: cap the output tokens (max_tokens) or ask for shorter answers.",
         ),
     ):
         share = _share(phase, llm_on_path)
@@ -148,7 +148,7 @@ def find_llm_phases(
                     f"({_percent(share)} of the LLM calls' time on it, {_percent(_share(phase, critical))} "
                     f"of the critical path)."
                 ),
-                suggestion=suggestion,
+                suggestion=suggestion + _smaller_models(ranked) if kind == LLM_DECODE else suggestion,
                 where=where(profile, ranked[:_CALLS_NAMED]),
                 span_ids=tuple(s.record.span_id for s in ranked),
                 category=LLM,
@@ -169,3 +169,13 @@ def _phase_of(span: SpanProfile, index: int) -> int:
     if phases is None:
         return 0
     return (phases.queue_ns, phases.prefill_ns, phases.decode_ns)[index]
+
+
+def _smaller_models(calls: list[SpanProfile]) -> str:
+    """The end of the decode suggestion naming cheaper models of the calls' own lines, when the price
+    table knows any; nothing otherwise (a model with no smaller sibling gets no such advice)."""
+    models = dict.fromkeys(s.model or s.operation for s in calls)
+    smaller = [name for model in models for name in cheaper_models(model)[:1] if name not in models]
+    if not smaller:
+        return ""
+    return f" Or try {' or '.join(dict.fromkeys(smaller))} for these calls, at a lower price per token."

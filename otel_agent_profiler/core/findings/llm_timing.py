@@ -7,8 +7,9 @@ of one agent, and the share of input tokens served from the prefix cache.
 from __future__ import annotations
 
 from ..categories import LLM
-from ..genai import TokenUsage
+from ..genai import TokenUsage, records_cached_input
 from ..intervals import union_length
+from ..model_facts import caching_minimum, provider_of
 from ..profile import SpanProfile, TraceProfile
 from ..projection import RecordedSchedule
 from .base import (
@@ -125,7 +126,8 @@ def find_llm_gaps(
                     "own_ns": end - start - covered,
                 }
             )
-    if not gaps:
+    if total <= 0:
+        # Calls back to back: no time passed between them, so there is nothing to report.
         return []
     own = total - total_covered
     # The agents' own code is worth a look only when it is a real part of the trace and of the gaps.
@@ -160,13 +162,24 @@ def find_llm_gaps(
 def find_prefix_cache(
     profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
 ) -> list[Finding]:
-    """Prefix-cache hit rate: cached input tokens over input tokens, per model and in total."""
-    by_model: dict[str, TokenUsage] = {}
-    for span in _llm_calls(profile):
-        if span.tokens is not None and span.tokens.input > 0:
-            by_model.setdefault(span.model or span.operation, TokenUsage()).add(span.tokens)
-    if not by_model:
+    """Prefix-cache hit rate: cached input tokens over input tokens, per model and in total, over the
+    calls the cache could serve.
+
+    A call counts only when its provider's calls record cached input tokens (an instrumentation that
+    never records them says nothing about the cache, and 0 would be a guess) and its prompt reaches
+    the provider's caching minimum (``model_facts.caching_minimum``): shorter prompts are never cached.
+    """
+    with_input = [s for s in _by_start(_llm_calls(profile)) if s.tokens is not None and s.tokens.input > 0]
+    providers = {s.record.span_id: provider_of(s.record.attributes, s.model or s.operation) for s in with_input}
+    recording = {providers[s.record.span_id] for s in with_input if records_cached_input(s.record.attributes)}
+    recorded = [s for s in with_input if providers[s.record.span_id] in recording]
+    calls = [s for s in recorded if _long_enough_to_cache(s)]
+    if not calls:
         return []
+    by_model: dict[str, TokenUsage] = {}
+    for span in calls:
+        assert span.tokens is not None
+        by_model.setdefault(span.model or span.operation, TokenUsage()).add(span.tokens)
     total = TokenUsage()
     models: dict[str, JSONValue] = {}
     for model in sorted(by_model):
@@ -176,14 +189,17 @@ def find_prefix_cache(
         models[model] = {"input": usage.input, "cached_input": cached, "hit_rate": _share(cached, usage.input)}
     cached = min(total.cached_input, total.input)
     rate = _share(cached, total.input)
-    calls = [s for s in _llm_calls(profile) if s.tokens is not None and s.tokens.input > 0]
     worth_caching = len(calls) > 1 and rate < LOW_CACHE_HIT_RATE and total.input - cached >= MIN_UNCACHED_TOKENS
+    short = len(recorded) - len(calls)
+    of_which = "the input tokens"
+    if short:
+        # Say which calls the rate is about when some were too short to count.
+        of_which += f" of the {_plural(len(calls), 'call')} with prompts long enough to cache"
     return [
         Finding(
             kind=PREFIX_CACHE,
             title=(
-                f"The provider's prefix cache served {_percent(rate)} of the input tokens "
-                f"({cached:,} of {total.input:,})."
+                f"The provider's prefix cache served {_percent(rate)} of {of_which} ({cached:,} of {total.input:,})."
             ),
             suggestion=(
                 "Reuse the shared prompt prefix: put what the calls share (system prompt, tool definitions) first "
@@ -191,7 +207,7 @@ def find_prefix_cache(
                 if worth_caching
                 else None
             ),
-            span_ids=tuple(s.record.span_id for s in _by_start(calls)),
+            span_ids=tuple(s.record.span_id for s in calls),
             where=where(profile, calls),
             category=LLM,
             evidence={
@@ -200,6 +216,16 @@ def find_prefix_cache(
                 "uncached_input": total.input - cached,
                 "hit_rate": rate,
                 "by_model": models,
+                "calls": len(calls),
+                "calls_below_caching_minimum": short,
+                "calls_without_cache_counts": len(with_input) - len(recorded),
             },
         )
     ]
+
+
+def _long_enough_to_cache(span: SpanProfile) -> bool:
+    # A provider whose minimum is not known (a self-hosted server) is taken at its word: it records
+    # cached tokens, so it caches, whatever the prompt's length.
+    minimum = caching_minimum(span.model or span.operation)
+    return span.tokens is not None and span.tokens.input >= (minimum or 0)
