@@ -13,6 +13,7 @@ from typing import Protocol, cast
 from ..core.categories import CATEGORIES
 from ..core.fast_pickle import pickled_by_fields
 from ..core.findings import BY_KIND, KINDS, Finding, FindingKind, Grouping
+from ..core.findings.rests_on import ASSUMED_NO_RECORDED_FLOW, ESTIMATED_TIMING, MEASURED_TIMES, SHOWN_BY_THE_TRACE
 from ..core.genai import TokenUsage
 from ..core.percentiles import percentile
 from ..core.profile import CategoryStats, OperationStats, TraceProfile
@@ -173,6 +174,9 @@ class _Group:
 
     kind: str
     subject: tuple[str, ...]
+    #: What its findings rest on: ``MEASURED_TIMES`` for all that the trace shows, else the assumption
+    #: or the estimate, whose findings are grouped apart and whose savings are not added up.
+    rests_on: str
     #: The group's saving in each trace it appears in, by trace id.
     savings: dict[str, int] = field(default_factory=dict)
 
@@ -201,12 +205,15 @@ def _leads(kind: str) -> bool:
 
 def aggregate_findings(findings: Mapping[str, Sequence[Finding]]) -> list[_Group]:
     """Every trace's findings grouped by kind and by what they are about, the largest total saving first."""
-    groups: dict[tuple[str, tuple[str, ...]], _Group] = {}
+    groups: dict[tuple[str, tuple[str, ...], str], _Group] = {}
     for trace_id, found in findings.items():
         for finding in found:
-            key = (finding.kind, _subject(finding))
+            shown = finding.rests_on in SHOWN_BY_THE_TRACE
+            key = (finding.kind, _subject(finding), MEASURED_TIMES if shown else finding.rests_on)
             group = groups.get(key) or groups.setdefault(key, _Group(*key))
-            group.savings[trace_id] = group.savings.get(trace_id, 0) + max(0, finding.saving_ns)
+            # A saving that rests on an assumption or an estimate is no saving to add up across traces.
+            saving = max(0, finding.saving_ns) if shown else 0
+            group.savings[trace_id] = group.savings.get(trace_id, 0) + saving
     order = {kind: number for number, kind in enumerate(KINDS)}
     return sorted(
         groups.values(),
@@ -238,7 +245,12 @@ def _what(group: _Group) -> str:
         # Findings that name no operation are grouped by their spans' names (no finder makes them
         # today): there are no calls to name, only the spans.
         return _kind_was_about(kind.kind, named)
-    return kind.across_traces.format(**_placeholders(kind, subject, named))
+    if group.rests_on == ASSUMED_NO_RECORDED_FLOW and kind.across_traces_assumed is not None:
+        return kind.across_traces_assumed.format(**_placeholders(kind, subject, named))
+    what = kind.across_traces.format(**_placeholders(kind, subject, named))
+    if group.rests_on == ESTIMATED_TIMING:
+        return what + " (by times the trace's adapter estimated, not measured ones)"
+    return what
 
 
 def _placeholders(kind: FindingKind, subject: tuple[str, ...], named: str) -> dict[str, str]:

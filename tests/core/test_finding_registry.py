@@ -28,6 +28,7 @@ from otel_agent_profiler.core.findings import (
     Grouping,
 )
 from otel_agent_profiler.core.findings.kinds import PLACEHOLDERS
+from otel_agent_profiler.core.findings.rests_on import MEASURED_TIMES
 from otel_agent_profiler.report import cross_trace
 from tests.core.test_findings import CHAIN, PROMPTS, REPEAT, SLOW, SUPPORT, TOKENS, TRAVEL
 from tests.support.span_builders import profile
@@ -104,8 +105,9 @@ def test_every_kind_has_every_piece(record: FindingKind) -> None:
 
 @pytest.mark.parametrize("record", REGISTRY, ids=lambda record: record.kind)
 def test_every_sentence_uses_only_the_words_its_grouping_gives(record: FindingKind) -> None:
-    used = {field for _, field, _, _ in string.Formatter().parse(record.across_traces) if field is not None}
-    assert used <= PLACEHOLDERS[record.grouping]
+    for sentence in (record.across_traces, record.across_traces_assumed or ""):
+        used = {field for _, field, _, _ in string.Formatter().parse(sentence) if field is not None}
+        assert used <= PLACEHOLDERS[record.grouping]
 
 
 # A subject of each grouping, as the report of many traces makes it.
@@ -119,7 +121,7 @@ _SUBJECTS = {
 
 @pytest.mark.parametrize("record", REGISTRY, ids=lambda record: record.kind)
 def test_the_report_of_many_traces_says_each_kinds_own_sentence(record: FindingKind) -> None:
-    group = cross_trace._Group(record.kind, _SUBJECTS[record.grouping], {"t1": 5 * MS, "t2": 7 * MS})
+    group = cross_trace._Group(record.kind, _SUBJECTS[record.grouping], MEASURED_TIMES, {"t1": 5 * MS, "t2": 7 * MS})
     sentence = cross_trace._sentence(group, traces=2)
     assert sentence.startswith("In all 2 traces, ")
     placeholders = cross_trace._placeholders(record, group.subject, "'execute_tool search_kb'")

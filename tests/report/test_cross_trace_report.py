@@ -10,6 +10,14 @@ import pytest
 
 from benchmarks.agent_traces import generate_runs, otlp_document
 from otel_agent_profiler.cli import main
+from otel_agent_profiler.core.findings import Finding
+from otel_agent_profiler.core.findings.rests_on import (
+    ASSUMED_NO_RECORDED_FLOW,
+    ESTIMATED_TIMING,
+    MEASURED_TIMES,
+    REQUESTED_TOGETHER,
+)
+from otel_agent_profiler.report.cross_trace import _sentence, aggregate_findings
 
 TRACES = 20
 
@@ -134,3 +142,41 @@ def test_the_default_report_is_fitted_to_400_lines_by_cutting_the_span_trees(
 def test_the_on_disk_report_is_fitted_the_same_way(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _wide_traces(tmp_path / "wide.json", traces=12, children=150)
     assert _analyze(capsys, str(path), "--on-disk") == _analyze(capsys, str(path))
+
+
+def _parallelizable(trace_id: str, rests_on: str) -> Finding:
+    return Finding(
+        kind="parallelizable",
+        title=f"two tools in {trace_id}",
+        saving_ns=200 * 1_000_000,
+        where=[{"name": "execute_tool a"}, {"name": "execute_tool b"}],
+        rests_on=rests_on,
+    )
+
+
+def test_across_traces_an_assumed_independence_is_not_stated_and_its_saving_not_added_up() -> None:
+    # Three traces: in one the model asked for both tools at once, in two nothing shows that.
+    findings = {
+        "t1": [_parallelizable("t1", REQUESTED_TOGETHER)],
+        "t2": [_parallelizable("t2", ASSUMED_NO_RECORDED_FLOW)],
+        "t3": [_parallelizable("t3", ASSUMED_NO_RECORDED_FLOW)],
+    }
+    groups = aggregate_findings(findings)
+    shown, assumed = groups
+    assert (shown.rests_on, shown.total_ns, len(shown.savings)) == (MEASURED_TIMES, 200 * 1_000_000, 1)
+    assert (assumed.rests_on, assumed.total_ns, len(assumed.savings)) == (ASSUMED_NO_RECORDED_FLOW, 0, 2)
+    assert _sentence(shown, 3) == (
+        "In 1 of 3 traces, 'execute_tool a' and 'execute_tool b' ran one after another though nothing made "
+        "them wait for each other; saving 200 ms."
+    )
+    assert _sentence(assumed, 3) == (
+        "In 2 of 3 traces, 'execute_tool a' and 'execute_tool b' ran one after another with no recorded data "
+        "flow between them."
+    )
+
+
+def test_across_traces_a_saving_on_estimated_times_says_so() -> None:
+    findings = {"t1": [_parallelizable("t1", ESTIMATED_TIMING)], "t2": [_parallelizable("t2", ESTIMATED_TIMING)]}
+    (group,) = aggregate_findings(findings)
+    assert group.total_ns == 0
+    assert _sentence(group, 2).endswith("(by times the trace's adapter estimated, not measured ones).")

@@ -89,6 +89,9 @@ class FindingKind:
     across_traces: str
     #: The change its findings stand for when every finding's change is made together.
     change: Change
+    #: The sentence for its findings that rest on an assumption (``rests_on.ASSUMED_NO_RECORDED_FLOW``),
+    #: which must not state what they assume; ``None``: its findings never do.
+    across_traces_assumed: str | None = None
     #: The kind whose findings it shares spans with when ``rank`` folds findings about the same spans into
     #: one, when its saving stands for the same change as theirs; ``None``: its own kind.
     family: str | None = None

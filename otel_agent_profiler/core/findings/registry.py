@@ -49,6 +49,7 @@ REGISTRY: tuple[FindingKind, ...] = (
         grouping=Grouping.SPAN_NAMES,
         across_traces="{calls_of_named} ran one after another though nothing made them wait for each other",
         change=Change.START_TOGETHER,
+        across_traces_assumed="{calls_of_named} ran one after another with no recorded data flow between them",
     ),
     FindingKind(
         REPEATED_TOOL_CALL,
