@@ -462,7 +462,8 @@ def test_sequential_llm_chain() -> None:
     assert finding.span_ids == tuple(sid(f"l{i}") for i in range(1, 6))
     assert finding.saving_ns == 0
     assert finding.title == (
-        "5 LLM calls ran one after another under 'root': 800 ms of LLM time over 900 ms (90% of the trace)."
+        "5 LLM calls under 'root' ran one after another, a round trip each: 800 ms in the calls, from the first "
+        "one's start to the last one's end 900 ms (90% of the trace)."
     )
     assert finding.evidence == {
         "calls": 5,

@@ -61,9 +61,9 @@ def _chain_finding(
     return Finding(
         kind=SEQUENTIAL_LLM_CHAIN,
         title=(
-            f"{len(run)} LLM calls ran one after another under '{parent.name}': {format_duration(llm_ns)} "
-            f"of LLM time over {format_duration(chain_ns)} ({_percent(_share(chain_ns, profile.duration_ns))} "
-            "of the trace)."
+            f"{len(run)} LLM calls under '{parent.name}' ran one after another, a round trip each: "
+            f"{format_duration(llm_ns)} in the calls, from the first one's start to the last one's end "
+            f"{format_duration(chain_ns)} ({_percent(_share(chain_ns, profile.duration_ns))} of the trace)."
         ),
         suggestion=(
             "Merge steps that need no separate round trip into one prompt, "
