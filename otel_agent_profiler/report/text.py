@@ -20,6 +20,7 @@ from ..core.findings import (
     combined_projection,
     describe_where,
 )
+from ..core.findings.rests_on import SHOWN_BY_THE_TRACE
 from ..core.profile import SpanProfile, TraceProfile
 from ..core.units import format_duration, format_usd, plural
 
@@ -251,7 +252,8 @@ def combined_sentence(projection: CombinedProjection, findings: Sequence[Finding
     sentence = f"Made together, {changes} would end the trace {format_duration(projection.saving_ns)} sooner"
     if share >= 0.005:
         sentence += f" ({share:.0%} of its {format_duration(projection.duration_ns)})"
-    made = {BY_KIND[f.kind].change for f in findings if f.kind in BY_KIND}
+    # Only the changes the projection made: findings resting on an assumption or an estimate are not in it.
+    made = {BY_KIND[f.kind].change for f in findings if f.kind in BY_KIND and f.rests_on in SHOWN_BY_THE_TRACE}
     assumed = [words for change, words in _ASSUMED.items() if change in made]
     if assumed:
         listed = assumed[0] if len(assumed) == 1 else ", ".join(assumed[:-1]) + " and " + assumed[-1]

@@ -205,3 +205,19 @@ def test_where_counts_the_times_left_out_in_words() -> None:
 
     assert describe_where(places(5)).endswith("4.00 s and 1 more time")
     assert describe_where(places(7)).endswith("4.00 s and 3 more times")
+
+
+def test_the_combined_sentence_names_only_the_changes_it_made() -> None:
+    # Two tools one after another with nothing recorded about their data: the parallelization is a
+    # hedged note left out of the combined projection, so its sentence must not assume it.
+    records = [
+        agent("root", None, 0, 1000),
+        tool("first", "root", 0, 600, "fetch_prices"),
+        tool("second", "root", 600, 1000, "summarize"),
+    ]
+    trace = profile(records)
+    findings = find_all(trace)
+    assert {f.rests_on for f in findings if f.kind == "parallelizable"} == {"assumed: no recorded data flow"}
+    text = " ".join(line.strip() for line in render_traces([trace], findings={trace.trace_id: findings}).splitlines())
+    assert "assuming each slow step becomes twice as fast." in text
+    assert "start together" not in text.split("Made together", 1)[1].split(".", 1)[0]
