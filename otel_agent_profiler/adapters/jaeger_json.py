@@ -122,21 +122,22 @@ def _span_record(span: Mapping[str, Any], resources: Mapping[str, dict[str, Attr
             raise SpanDataError("a log's timestamp is not an integer of microseconds") from None
         events.append(SpanEvent(str(event_name), timestamp_ns(time_us * _NS_PER_US, "a log's timestamp"), fields))
 
+    process_id = span.get("processID", "")
     return SpanRecord(
-        trace_id,
-        span_id,
-        parent,
-        name,
-        start,
-        end,
-        kind,
-        status,
-        message,
-        attributes,
-        tuple(events),
-        tuple(links),
-        resources.get(process_id, {}) if isinstance(process_id := span.get("processID", ""), str) else {},
-        _scope_name(attributes),
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent,
+        name=name,
+        start_ns=start,
+        end_ns=end,
+        kind=kind,
+        status=status,
+        status_message=message,
+        attributes=attributes,
+        events=tuple(events),
+        links=tuple(links),
+        resource=resources.get(process_id, {}) if isinstance(process_id, str) else {},
+        scope=_scope_name(attributes),
     )
 
 

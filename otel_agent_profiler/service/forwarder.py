@@ -160,6 +160,13 @@ class DeliveryCounts:
     forwarded: int = 0
     failed: int = 0
 
+    def settle(self, delivered: bool, items: int) -> None:
+        """Count ``items`` the forwarder is done with: delivered, or given up on."""
+        if delivered:
+            self.forwarded += items
+        else:
+            self.failed += items
+
 
 class Forwarder:
     """A queue of batches and the thread sending them upstream until they are delivered."""

@@ -209,10 +209,7 @@ class Pipeline:
     def _settled(self, delivered: bool, spans: int, size_bytes: int) -> None:
         """The forwarder's report on a batch: it no longer holds those spans."""
         with self._lock:
-            if delivered:
-                self.counts.forwarded += spans
-            else:
-                self.counts.failed += spans
+            self.counts.settle(delivered, spans)
             self._held_spans -= spans
             self._held_bytes -= size_bytes
 

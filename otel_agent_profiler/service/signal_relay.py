@@ -91,10 +91,7 @@ class SignalRelay:
 
     def _settled(self, delivered: bool, items: int, size_bytes: int) -> None:
         with self._lock:
-            if delivered:
-                self._counts.forwarded += items
-            else:
-                self._counts.failed += items
+            self._counts.settle(delivered, items)
             self._counts.held -= items
             self.held_bytes -= size_bytes
 

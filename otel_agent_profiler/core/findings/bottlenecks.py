@@ -193,7 +193,7 @@ def _bottleneck(
             f"({_percent(critical / profile.critical_path_ns)}) only as gaps between its children, not in its own "
             f"code: a child was still running throughout while the next one had not started."
         )
-        suggestion = _gap_suggestion(first.name)
+        suggestion = _GAP_SUGGESTION.format(name=first.name)
     else:
         title = (
             f"{subject} {verb} {format_duration(own)} of the critical path "
@@ -226,11 +226,11 @@ def _bottleneck(
     )
 
 
-def _gap_suggestion(name: str) -> str:
-    return (
-        f"See why '{name}' starts a step while an earlier one still runs but not sooner: if the step does not "
-        f"need what the earlier one does first, start it sooner."
-    )
+#: What to do about time a parent holds only as gaps between its children (``{name}``: the parent).
+_GAP_SUGGESTION = (
+    "See why '{name}' starts a step while an earlier one still runs but not sooner: if the step does not "
+    "need what the earlier one does first, start it sooner."
+)
 
 
 def find_slow_tools(
