@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, offline_prices, parse_prices
+from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, parse_prices, with_built_in_prices
 from ..core.units import plural
 from ..offline.workers import MAX_AUTO_WORKERS, MIN_SPANS_FOR_WORKERS
 from ..plugin.environment_variables import OTEL_AGENT_PROFILER_PRICES
@@ -150,8 +150,8 @@ def add_prices_option(parser: argparse.ArgumentParser) -> None:
             "prices of models, US dollars per million tokens, as a JSON file or JSON text: "
             '\'{"gpt-4o": {"input": 2.5, "output": 10, "cached_input": 1.25}}\'. Default: '
             f"${OTEL_AGENT_PROFILER_PRICES}; either one is added to (and beats) the built-in list prices of "
-            f"common OpenAI and Anthropic models (as of {BUILT_IN_PRICES_AS_OF}). A cost an ATIF step recorded "
-            "is used as is"
+            f"common OpenAI and Anthropic models (as of {BUILT_IN_PRICES_AS_OF}); '{{}}' prices nothing. A cost an "
+            "ATIF step recorded is used as is"
         ),
     )
 
@@ -182,7 +182,7 @@ def resolve_prices(given: PriceTable | None, environ: Mapping[str, str] | None =
                 given = parse_prices(raw)
             except ValueError as exc:
                 raise ValueError(f"{OTEL_AGENT_PROFILER_PRICES}: {exc}") from None
-    return offline_prices(given)
+    return with_built_in_prices(given)
 
 
 def share(text: str) -> float:

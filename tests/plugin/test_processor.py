@@ -1107,8 +1107,18 @@ def test_price_table_adds_costs(make_rig: Callable[..., Rig]) -> None:
     assert_matches_core(rig.exported(), rig.originals.get_finished_spans(), prices=rig.profiler.config.prices)
 
 
-def test_without_prices_there_are_no_cost_attributes(make_rig: Callable[..., Rig]) -> None:
+def test_the_built_in_prices_are_used_by_default(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig()
+    agent_trace(rig.tracer)
+    rig.flush()
+    by_name = {s.name: s for s in rig.exported()}
+    expected_cost = (120 * 2.5 + 40 * 10.0) / 1e6  # gpt-4o's list price
+    assert by_name["chat gpt-4o"].attributes[attr.COST_USD] == pytest.approx(expected_cost)
+    assert by_name["invoke_agent planner"].attributes[attr.TRACE_COST_USD] == pytest.approx(expected_cost)
+
+
+def test_an_empty_price_table_turns_pricing_off(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(prices={})
     agent_trace(rig.tracer)
     rig.flush()
     for span in rig.exported():

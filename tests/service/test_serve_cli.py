@@ -10,8 +10,8 @@ from otel_agent_profiler import cli
 from otel_agent_profiler.cli.serve import profile_options
 from otel_agent_profiler.core.categories import classify
 
-GPT_4O = '{"gpt-4o": {"input": 2.5, "output": 10}}'
-GPT_4O_MINI = '{"gpt-4o-mini": {"input": 0.15, "output": 0.6}}'
+GPT_4O_MINI = '{"gpt-4o-mini": {"input": 0.1, "output": 0.5}}'
+MY_LLM = '{"my-llm": {"input": 7, "output": 21}}'
 
 OPTIONS = (
     "--host",
@@ -124,33 +124,43 @@ def test_port_in_use_is_an_error(which: str, capsys: pytest.CaptureFixture[str])
 # -- the profile's options: the option, else the in-process profiler's variable, else none --------------------
 
 
-def _category_and_prices(argv: list[str], environ: dict[str, str]) -> tuple[str, list[str]]:
+def _category_and_prices(argv: list[str], environ: dict[str, str]) -> tuple[str, list[float | None]]:
+    """The category of a fetch_weather span, and the input prices of gpt-4o, gpt-4o-mini and my-llm."""
     options = profile_options(cli._build_parser().parse_args(["serve", *argv]), environ)
     category = options.classifier("fetch_weather", {})
-    priced = [] if options.prices is None else [m for m in ("gpt-4o", "gpt-4o-mini") if options.prices.price_of(m)]
-    return category, priced
+    assert options.prices is not None
+    prices = [options.prices.price_of(model) for model in ("gpt-4o", "gpt-4o-mini", "my-llm")]
+    return category, [None if price is None else price.input for price in prices]
+
+
+#: The built-in input prices of gpt-4o and gpt-4o-mini, and none for my-llm.
+BUILT_IN = [2.5, 0.15, None]
 
 
 @pytest.mark.parametrize(
     ("argv", "environ", "category", "priced"),
     [
-        ([], {}, None, []),  # None: what the conventions say
-        (["--category-overrides", "fetch_*=retrieval"], {}, "retrieval", []),
-        ([], {"OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES": "fetch_*=memory"}, "memory", []),
+        ([], {}, None, BUILT_IN),  # None: what the conventions say
+        (["--category-overrides", "fetch_*=retrieval"], {}, "retrieval", BUILT_IN),
+        ([], {"OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES": "fetch_*=memory"}, "memory", BUILT_IN),
         (
             ["--category-overrides", "fetch_*=retrieval"],
             {"OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES": "fetch_*=memory"},
             "retrieval",
-            [],
+            BUILT_IN,
         ),
-        (["--prices", GPT_4O], {}, None, ["gpt-4o"]),
-        ([], {"OTEL_AGENT_PROFILER_PRICES": GPT_4O_MINI}, None, ["gpt-4o-mini"]),
-        (["--prices", GPT_4O], {"OTEL_AGENT_PROFILER_PRICES": GPT_4O_MINI}, None, ["gpt-4o"]),
-        ([], {"OTEL_AGENT_PROFILER_PRICES": " "}, None, []),
+        # A table given is laid over the built-in one, as the offline commands do.
+        (["--prices", MY_LLM], {}, None, [2.5, 0.15, 7.0]),
+        ([], {"OTEL_AGENT_PROFILER_PRICES": GPT_4O_MINI}, None, [2.5, 0.1, None]),
+        (["--prices", MY_LLM], {"OTEL_AGENT_PROFILER_PRICES": GPT_4O_MINI}, None, [2.5, 0.15, 7.0]),
+        ([], {"OTEL_AGENT_PROFILER_PRICES": " "}, None, BUILT_IN),
+        # An empty table prices nothing.
+        (["--prices", "{}"], {}, None, [None, None, None]),
+        ([], {"OTEL_AGENT_PROFILER_PRICES": "{}"}, None, [None, None, None]),
     ],
 )
 def test_profile_options_come_from_the_option_then_the_variable_then_the_default(
-    argv: list[str], environ: dict[str, str], category: str | None, priced: list[str]
+    argv: list[str], environ: dict[str, str], category: str | None, priced: list[float | None]
 ) -> None:
     assert _category_and_prices(argv, environ) == (category or classify("fetch_weather", {}), priced)
 
