@@ -10,10 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
+from ..core.context_window import parse_context_windows, with_built_in_context_windows
 from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, parse_prices, with_built_in_prices
 from ..core.units import plural
 from ..offline.workers import MAX_AUTO_WORKERS, MIN_SPANS_FOR_WORKERS
-from ..plugin.environment_variables import OTEL_AGENT_PROFILER_PRICES
+from ..plugin.environment_variables import OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, OTEL_AGENT_PROFILER_PRICES
 
 PROG = "otel-agent-profiler"
 EXIT_OK = 0
@@ -102,6 +103,14 @@ def prices(text: str) -> PriceTable:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def context_windows(text: str) -> dict[str, int]:
+    """Context windows: JSON text or the path of a JSON file (the format of OTEL_AGENT_PROFILER_CONTEXT_WINDOWS)."""
+    try:
+        return parse_context_windows(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 # Options several commands have.
 
 #: The suffixes of the files read from a folder given on the command line.
@@ -154,6 +163,36 @@ def add_prices_option(parser: argparse.ArgumentParser) -> None:
             "ATIF step recorded is used as is"
         ),
     )
+
+
+def add_context_windows_option(parser: argparse.ArgumentParser) -> None:
+    """``--context-windows FILE|JSON``: models' context windows, for how full each LLM call's window was."""
+    parser.add_argument(
+        "--context-windows",
+        type=context_windows,
+        metavar="FILE|JSON",
+        help=(
+            "context windows of models in tokens, as a JSON file or JSON text: '{\"my-model\": 32000}', for "
+            "each LLM call's context_window_use (and the large-prompt finding of the offline commands). Default: "
+            f"${OTEL_AGENT_PROFILER_CONTEXT_WINDOWS}; either one is added to (and beats) the built-in windows of "
+            "common OpenAI, Anthropic and Gemini models"
+        ),
+    )
+
+
+def resolve_context_windows(
+    given: Mapping[str, int] | None, environ: Mapping[str, str] | None = None
+) -> dict[str, int]:
+    """The windows a command uses: ``--context-windows``, else $OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, over
+    the built-in ones. Raises ``ValueError`` naming the variable when it is set but unusable."""
+    if given is None:
+        raw = (os.environ if environ is None else environ).get(OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, "")
+        if raw.strip():
+            try:
+                given = parse_context_windows(raw)
+            except ValueError as exc:
+                raise ValueError(f"{OTEL_AGENT_PROFILER_CONTEXT_WINDOWS}: {exc}") from None
+    return with_built_in_context_windows(given)
 
 
 def offline_inputs(args: argparse.Namespace) -> tuple[list[str], PriceTable, list[str]] | None:

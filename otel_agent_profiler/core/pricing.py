@@ -7,13 +7,13 @@ tokens, as providers bill them.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from .genai import TokenUsage, strip_snapshot
+from .json_tables import json_table
 
 _PER_TOKEN = 1e-6
 
@@ -102,20 +102,7 @@ def parse_prices(value: object) -> PriceTable:
     if isinstance(value, Mapping):
         return PriceTable.from_mapping(value)
     if isinstance(value, (str, Path)):
-        text = str(value).strip()
-        if not text.startswith("{"):
-            try:
-                text = Path(text).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-                raise ValueError(f"cannot read price table {str(value)!r}: {reason}") from None
-        try:
-            raw = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise ValueError(f"price table is not valid JSON: {exc}") from None
-        if not isinstance(raw, Mapping):
-            raise ValueError("price table must be a JSON object mapping model names to prices")
-        return PriceTable.from_mapping(raw)
+        return PriceTable.from_mapping(json_table(value, "price table", "prices"))
     raise ValueError(f"expected a price table (mapping, JSON text or file path), got {type(value).__name__}")
 
 

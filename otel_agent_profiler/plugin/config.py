@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ..core.analyze import Classifier
+from ..core.context_window import parse_context_windows, with_built_in_context_windows
 from ..core.pricing import PriceTable, parse_prices, with_built_in_prices
 from ..live.backend_poller import check_metrics_url
 from ..live.profile_options import CategoryOverrides, ProfileOptions, make_classifier, parse_category_overrides
@@ -30,6 +31,8 @@ class ProfilerConfig:
     category_overrides: CategoryOverrides = ()
     #: The built-in list prices unless given (see ``_parse_prices``); an empty table prices nothing.
     prices: PriceTable | None = field(default_factory=lambda: with_built_in_prices(None))
+    #: The built-in windows unless given; a given table is laid over them.
+    context_windows: Mapping[str, int] = field(default_factory=lambda: with_built_in_context_windows(None))
     metrics_enabled: bool = True
     enrich_spans: bool = True
     console_report: bool = False
@@ -44,7 +47,7 @@ class ProfilerConfig:
 
     def profile_options(self) -> ProfileOptions:
         """The options of the live profiling step (``live/profiling.py``)."""
-        return ProfileOptions(self.classifier(), self.prices)
+        return ProfileOptions(self.classifier(), self.prices, self.context_windows)
 
 
 class ProfilerOptions(TypedDict, total=False):
@@ -62,6 +65,9 @@ class ProfilerOptions(TypedDict, total=False):
     #: A price table (used as is), or a mapping, JSON text or the path of a JSON file, laid over the
     #: built-in prices; ``{}`` prices nothing.
     prices: PriceTable | Mapping[str, Mapping[str, float]] | str | Path | None
+    #: Context windows in tokens by model (a mapping, JSON text, or the path of a JSON file),
+    #: laid over the built-in ones.
+    context_windows: Mapping[str, int] | str | Path | None
     metrics_enabled: bool | None
     enrich_spans: bool | None
     console_report: bool | None
@@ -142,6 +148,10 @@ _OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "sample_rate": (env.OTEL_AGENT_PROFILER_SAMPLE_RATE, _parse_rate),
     "category_overrides": (env.OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES, parse_category_overrides),
     "prices": (env.OTEL_AGENT_PROFILER_PRICES, _parse_prices),
+    "context_windows": (
+        env.OTEL_AGENT_PROFILER_CONTEXT_WINDOWS,
+        lambda value: with_built_in_context_windows(parse_context_windows(value)),
+    ),
     "metrics_enabled": (env.OTEL_AGENT_PROFILER_METRICS, _parse_bool),
     "enrich_spans": (env.OTEL_AGENT_PROFILER_ENRICH_SPANS, _parse_bool),
     "console_report": (env.OTEL_AGENT_PROFILER_CONSOLE_REPORT, _parse_bool),

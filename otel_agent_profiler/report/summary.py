@@ -64,7 +64,7 @@ from typing import Any, BinaryIO
 
 from .._version import __version__
 from ..core.backend_load import summarize_loads
-from ..core.findings import Finding, combined_projection
+from ..core.findings import DEFAULT_CONTEXT_WINDOWS, Finding, combined_projection
 from ..core.percentiles import percentile
 from ..core.profile import SpanProfile, TraceProfile
 from ..core.schema import trace_to_dict
@@ -269,6 +269,7 @@ def write_summary(
     files: Sequence[Mapping[str, Any]] = (),
     detail_trace_ids: Collection[str] | None = None,
     prefix_cache: Sequence[Any] | None = None,
+    context_windows: Mapping[str, int] = DEFAULT_CONTEXT_WINDOWS,
 ) -> None:
     """Write :func:`build_summary`'s document to ``out`` as compact JSON and a newline, a trace at a time.
 
@@ -276,7 +277,15 @@ def write_summary(
     built one at a time as they are written, never all at once.
     """
     summary = _summary(
-        profiles, findings, selected_trace_id, statistics, files, detail_trace_ids, prefix_cache, lazy=True
+        profiles,
+        findings,
+        selected_trace_id,
+        statistics,
+        files,
+        detail_trace_ids,
+        prefix_cache,
+        lazy=True,
+        context_windows=context_windows,
     )
     write_compact_document(out, summary, "traces")
 
@@ -291,9 +300,10 @@ def _summary(
     prefix_cache: Sequence[Any] | None,
     *,
     lazy: bool,
+    context_windows: Mapping[str, int] = DEFAULT_CONTEXT_WINDOWS,
 ) -> dict[str, Any]:
     selected = select_trace(profiles, selected_trace_id) if profiles else None
-    traces = _trace_documents(by_duration(profiles), findings, detail_trace_ids)
+    traces = _trace_documents(by_duration(profiles), findings, detail_trace_ids, context_windows)
     splits = find_split_llm_calls(profiles)
     return {
         "format": SUMMARY_FORMAT,
@@ -344,10 +354,11 @@ def _trace_documents(
     profiles: Iterable[TraceProfile],
     findings: Mapping[str, Sequence[Finding]],
     detail_trace_ids: Collection[str] | None,
+    context_windows: Mapping[str, int],
 ) -> Iterator[dict[str, Any]]:
     for profile in profiles:
         with_spans = detail_trace_ids is None or profile.trace_id in detail_trace_ids
-        document = trace_to_dict(profile, include_spans=with_spans)
+        document = trace_to_dict(profile, include_spans=with_spans, context_windows=context_windows)
         found = findings.get(profile.trace_id)
         document["findings"] = [f.to_dict() for f in found or ()]
         # Only where the findings were made: they need the span tree, which the others may have released.

@@ -20,6 +20,7 @@ from typing_extensions import Unpack
 
 from otel_agent_profiler import install
 from otel_agent_profiler.core import CATEGORIES, PriceTable, TokenUsage, classify
+from otel_agent_profiler.core.context_window import with_built_in_context_windows
 from otel_agent_profiler.core.pricing import with_built_in_prices
 from otel_agent_profiler.plugin import environment_variables as env
 from otel_agent_profiler.plugin.config import (
@@ -58,6 +59,11 @@ def _prices_of(value: PriceTable | None) -> dict[str, tuple[float, float, float 
         if price is not None:
             result[model] = (price.input, price.output, price.cached_input)
     return result
+
+
+def _windows_of(value: Any) -> tuple[int | None, ...]:
+    """The windows of my-llm, other-llm and gpt-4o (built in): every table given is laid over the built-in one."""
+    return tuple(value.get(model) for model in ("my-llm", "other-llm", "gpt-4o"))
 
 
 def _overrides_of(value: Any) -> Any:
@@ -108,6 +114,16 @@ CASES: dict[str, OptionCase] = {
         {"gpt-4o": {"input": "cheap", "output": 1}},
         "{not json",
         _prices_of,
+    ),
+    "context_windows": OptionCase(
+        {"my-llm": 32_000},
+        (32_000, None, 128_000),
+        '{"other-llm": 8000}',
+        (None, 8_000, 128_000),
+        with_built_in_context_windows(None),
+        {"my-llm": 0},
+        '{"my-llm": "big"}',
+        _windows_of,
     ),
     "metrics_enabled": OptionCase(False, False, "false", False, True, "maybe", "perhaps"),
     "enrich_spans": OptionCase(False, False, "0", False, True, "nope", "2"),

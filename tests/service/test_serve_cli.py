@@ -5,10 +5,13 @@ from __future__ import annotations
 import socket
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_agent_profiler import cli
 from otel_agent_profiler.cli.serve import profile_options
 from otel_agent_profiler.core.categories import classify
+from otel_agent_profiler.service.pipeline import Pipeline, PipelineConfig
+from tests.support.backends import wait_until
 
 GPT_4O_MINI = '{"gpt-4o-mini": {"input": 0.1, "output": 0.5}}'
 MY_LLM = '{"my-llm": {"input": 7, "output": 21}}'
@@ -29,6 +32,7 @@ OPTIONS = (
     "--metrics-interval",
     "--category-overrides",
     "--prices",
+    "--context-windows",
 )
 
 
@@ -166,8 +170,32 @@ def test_profile_options_come_from_the_option_then_the_variable_then_the_default
 
 
 @pytest.mark.parametrize(
+    ("argv", "environ", "windows"),
+    [
+        ([], {}, (None, 128_000)),
+        (["--context-windows", '{"my-llm": 32000}'], {}, (32_000, 128_000)),
+        ([], {"OTEL_AGENT_PROFILER_CONTEXT_WINDOWS": '{"my-llm": 8000, "gpt-4o": 64000}'}, (8_000, 64_000)),
+        (
+            ["--context-windows", '{"my-llm": 32000}'],
+            {"OTEL_AGENT_PROFILER_CONTEXT_WINDOWS": '{"my-llm": 8000}'},
+            (32_000, 128_000),
+        ),
+    ],
+)
+def test_context_windows_come_from_the_option_then_the_variable_over_the_built_in_ones(
+    argv: list[str], environ: dict[str, str], windows: tuple[int | None, int]
+) -> None:
+    options = profile_options(cli._build_parser().parse_args(["serve", *argv]), environ)
+    assert (options.context_windows.get("my-llm"), options.context_windows["gpt-4o"]) == windows
+
+
+@pytest.mark.parametrize(
     ("variable", "value"),
-    [("OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES", "fetch_*=nonsense"), ("OTEL_AGENT_PROFILER_PRICES", "{not json")],
+    [
+        ("OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES", "fetch_*=nonsense"),
+        ("OTEL_AGENT_PROFILER_PRICES", "{not json"),
+        ("OTEL_AGENT_PROFILER_CONTEXT_WINDOWS", '{"my-llm": 0}'),
+    ],
 )
 def test_an_unusable_variable_stops_serve_naming_it(
     variable: str, value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -182,3 +210,27 @@ def test_an_unusable_variable_stops_serve_naming_it(
 def test_an_agent_profiler_category_attribute_beats_the_overrides() -> None:
     options = profile_options(cli._build_parser().parse_args(["serve", "--category-overrides", "fetch_*=tool"]), {})
     assert options.classifier("fetch_x", {"agent_profiler.category": "memory"}) == "memory"
+
+
+def test_the_profiles_endpoint_uses_the_context_windows_serve_was_given() -> None:
+    request = ExportTraceServiceRequest()
+    span = (
+        request.resource_spans.add()
+        .scope_spans.add()
+        .spans.add(name="chat my-llm", start_time_unix_nano=1_000, end_time_unix_nano=2_000)
+    )
+    span.trace_id = (9).to_bytes(16, "big")
+    span.span_id = (1).to_bytes(8, "big")
+    for key, value in (("gen_ai.operation.name", "chat"), ("gen_ai.request.model", "my-llm")):
+        span.attributes.add(key=key).value.string_value = value
+    span.attributes.add(key="gen_ai.usage.input_tokens").value.int_value = 500
+    options = profile_options(cli._build_parser().parse_args(["serve", "--context-windows", '{"my-llm": 1000}']), {})
+    pipeline = Pipeline(PipelineConfig(quiet_period_s=0, profile_options=options), None)
+    try:
+        pipeline.receive(request)
+        wait_until(lambda: pipeline.profile(f"{9:032x}") is not None, 10, "the trace profiled")
+        profile = pipeline.profile(f"{9:032x}")
+        assert profile is not None
+        assert [s["context_window_use"] for s in profile["spans"]] == [0.5]
+    finally:
+        pipeline.stop()
