@@ -1,7 +1,8 @@
 """ATIF trajectories (the Agent Trajectory Interchange Format of agent evaluation harnesses) to span records.
 
-An ATIF file is one agent run: ``{"schema_version": "ATIF-v1.x", "session_id", "agent": {...},
-"steps": [...]}``. Each step has a ``timestamp`` (when it was recorded) and a ``source`` (system,
+An ATIF trajectory is one agent run: ``{"schema_version": "ATIF-v1.x", "session_id", "agent": {...},
+"steps": [...]}``. A file holds one, a JSON list of them, or one a line (JSON Lines); each
+trajectory is one trace. Each step has a ``timestamp`` (when it was recorded) and a ``source`` (system,
 user or agent); agent steps may carry ``metrics`` (tokens, cost), ``tool_calls`` and an
 ``observation`` with the tools' results.
 
@@ -39,6 +40,11 @@ def is_atif_document(document: Any) -> bool:
     )
 
 
+def is_atif_list(document: Any) -> bool:
+    """A JSON list of trajectories: a list with at least one trajectory (other items are errors)."""
+    return isinstance(document, list) and any(is_atif_document(item) for item in document)
+
+
 def _id(*parts: object, size: int) -> str:
     return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()[: 2 * size]
 
@@ -69,13 +75,21 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def records_from_atif(document: Mapping[str, Any], problems: list[str]) -> list[SpanRecord]:
-    """Span records of one trajectory; unusable steps are skipped and described in ``problems``."""
+def records_from_atif(
+    document: Mapping[str, Any], problems: list[str], where: str = "", position: int | None = None
+) -> list[SpanRecord]:
+    """Span records of one trajectory; unusable steps are skipped and described in ``problems``,
+    each prefixed with ``where`` (``"line 3: "``).
+
+    ``position`` is the trajectory's place in a file of several (list index or line number): it
+    is part of the trace id, so that each trajectory is its own trace even when two share a
+    session id or have none. A file of one trajectory gives ``None``: its trace id is the session's.
+    """
     session = str(document.get("session_id") or "")
     agent: Mapping[str, Any] = document["agent"] if isinstance(document.get("agent"), Mapping) else {}
     agent_name = str(agent.get("name") or "agent")
     default_model = agent.get("model_name")
-    trace_id = _id("atif", session, size=16)
+    trace_id = _id("atif", session, size=16) if position is None else _id("atif", session, position, size=16)
     resource: dict[str, AttributeValue] = {"service.name": agent_name, "atif.session_id": session}
     if agent.get("version"):
         resource["service.version"] = str(agent["version"])
@@ -83,16 +97,16 @@ def records_from_atif(document: Mapping[str, Any], problems: list[str]) -> list[
     steps: list[tuple[int, Mapping[str, Any]]] = []
     for index, step in enumerate(document["steps"]):
         if not isinstance(step, Mapping):
-            problems.append(f"steps[{index}]: not an object")
+            problems.append(f"{where}steps[{index}]: not an object")
             continue
         when = _timestamp_ns(step.get("timestamp"))
         if when is None:
-            problems.append(f"steps[{index}]: missing or unreadable timestamp {step.get('timestamp')!r}")
+            problems.append(f"{where}steps[{index}]: missing or unreadable timestamp {step.get('timestamp')!r}")
             continue
         steps.append((when, step))
     if not steps:
         if document["steps"]:
-            problems.append("no step has a usable timestamp, so the run cannot be laid out in time")
+            problems.append(f"{where}no step has a usable timestamp, so the run cannot be laid out in time")
         return []
     steps.sort(key=lambda item: item[0])
 

@@ -1,7 +1,8 @@
 """Reading exported trace files: format detection and clear, per-file error reporting.
 
 Accepted: an OTLP JSON document, OTLP JSON Lines (one document a line, as the Collector's
-file exporter writes them) and Jaeger's JSON export. A file that is none of these gets one
+file exporter writes them), Jaeger's JSON export, and ATIF trajectories (one, a JSON list of
+them, or one a line). A file that is none of these gets one
 line saying what is wrong; a file that is partly readable yields what it can, plus a line
 for what it could not read.
 """
@@ -21,7 +22,7 @@ import msgspec
 
 from ..core.records import SpanRecord
 from ..errors import InternalErrorLog, SpanDataError
-from .atif import is_atif_document, records_from_atif
+from .atif import is_atif_document, is_atif_list, records_from_atif
 from .jaeger_json import is_jaeger_document, records_from_jaeger
 from .otlp_json import records_from_otlp
 from .otlp_json_typed import DECODER as TYPED_DECODER
@@ -31,6 +32,7 @@ OTLP_JSON = "otlp-json"
 OTLP_JSON_LINES = "otlp-jsonl"
 JAEGER_JSON = "jaeger-json"
 ATIF = "atif"
+ATIF_JSON_LINES = "atif-jsonl"
 
 _OTLP_KEYS = frozenset({"resourceSpans", "resourceMetrics", "resourceLogs"})
 
@@ -95,8 +97,9 @@ def _json_error(text: str) -> str:
     return "malformed JSON"
 
 
-def _records_from_document(document: Any, trace_file: TraceFile, where: str = "") -> bool:
-    """Add the spans of one parsed document; False when it is not a trace document at all."""
+def _records_from_document(document: Any, trace_file: TraceFile, where: str = "", line: int | None = None) -> bool:
+    """Add the spans of one parsed document (the ``line`` of a JSON Lines file, if it is one);
+    False when it is not a trace document at all."""
     if isinstance(document, dict) and "resourceSpans" in document:
         trace_file.records.extend(records_from_otlp(document, trace_file.problems, where))
         return True
@@ -104,7 +107,15 @@ def _records_from_document(document: Any, trace_file: TraceFile, where: str = ""
         trace_file.records.extend(records_from_jaeger(document, trace_file.problems))
         return True
     if is_atif_document(document):
-        trace_file.records.extend(records_from_atif(document, trace_file.problems))
+        # A trajectory on a line of several is one of many: its line number keeps its trace apart.
+        trace_file.records.extend(records_from_atif(document, trace_file.problems, where, line))
+        return True
+    if is_atif_list(document):
+        for index, item in enumerate(document):
+            if is_atif_document(item):
+                trace_file.records.extend(records_from_atif(item, trace_file.problems, f"{where}[{index}]: ", index))
+            else:
+                trace_file.problems.append(f"{where}[{index}]: not an ATIF trajectory")
         return True
     return False
 
@@ -173,7 +184,7 @@ def _parse_trace_bytes(data: bytes, path: str) -> TraceFile:
         trace_file.format = JAEGER_JSON
     elif isinstance(document, dict) and "resourceSpans" in document:
         trace_file.format = OTLP_JSON
-    elif is_atif_document(document):
+    elif is_atif_document(document) or is_atif_list(document):
         trace_file.format = ATIF
     else:
         trace_file.problems.append(_not_traces(document))
@@ -199,7 +210,7 @@ def _parse_broken_or_lines(data: bytes, trace_file: TraceFile) -> TraceFile:
         if document is _BROKEN:
             continue
         # A Collector file may mix signals, so lines of metrics or logs count as JSON Lines too.
-        is_json_lines = is_json_lines or records is not None or _is_otlp(document)
+        is_json_lines = is_json_lines or records is not None or _is_otlp(document) or is_atif_document(document)
     if len(numbered) < 2 or not is_json_lines:
         first_document = decoded[0][3]
         if len(numbered) < 2 or first_document is _BROKEN:
@@ -208,7 +219,8 @@ def _parse_broken_or_lines(data: bytes, trace_file: TraceFile) -> TraceFile:
             trace_file.problems.append(_not_traces(first_document))
         return trace_file
 
-    trace_file.format = OTLP_JSON_LINES
+    first = next(document for _, _, records, document in decoded if records is not None or document is not _BROKEN)
+    trace_file.format = ATIF_JSON_LINES if is_atif_document(first) else OTLP_JSON_LINES
     last_number = numbered[-1][0]
     for number, line, records, document in decoded:
         trace_file.records.extend(_line_records(trace_file, number, line, records, document, number == last_number))
@@ -240,12 +252,14 @@ def _line_records(
             trace_file.problems.append(f"line {number}: truncated: the last line is incomplete")
         else:
             error = _json_error(line.decode("utf-8", errors="replace"))
-            trace_file.problems.append(f"line {number}: {error.replace('at line 1, ', 'at ')}")
+            # The error's own line numbers count within the line: "line 1" says nothing here.
+            error = error.replace("at line 1, ", "at ").removesuffix(" at line 1")
+            trace_file.problems.append(f"line {number}: {error}")
         return []
     if _is_otlp(document) and "resourceSpans" not in document:
         return []  # metrics or logs
     scratch = TraceFile(path=trace_file.path, format=trace_file.format, problems=trace_file.problems)
-    if not _records_from_document(document, scratch, where=f"line {number}: "):
+    if not _records_from_document(document, scratch, where=f"line {number}: ", line=number):
         trace_file.problems.append(f"line {number}: {_not_traces(document)}")
     return scratch.records
 

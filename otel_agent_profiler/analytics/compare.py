@@ -25,7 +25,9 @@ correction of 0.5 (as R's ``wilcox.test(exact=FALSE)`` and SciPy's ``mannwhitney
 
 It needs no distribution assumption; the normal approximation is rough below about 10 values a
 side, and rows with fewer than ``min_samples`` (default 5) on either side get the verdict
-``insufficient_data``. Cliff's delta is ``P(candidate > baseline) - P(candidate < baseline)``
+``insufficient_data``; with fewer runs than that on a side, no run total is tested and the
+comparison says so (``too_few_runs``) rather than "no regression". Cliff's delta is
+``P(candidate > baseline) - P(candidate < baseline)``
 (from -1 to 1; 0 for no difference; above about 0.33 is a medium and 0.47 a large effect).
 Everything is deterministic.
 
@@ -168,6 +170,10 @@ class Comparison:
     threshold: float
     alpha: float
     center: str
+    #: Runs on each side, and how many a side needs before a row is tested (``min_samples``).
+    baseline_runs: int = 0
+    candidate_runs: int = 0
+    min_samples: int = 5
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -182,6 +188,17 @@ class Comparison:
         return bool((self.table["verdict"] == Verdict.REGRESSION.value).any())
 
     @property
+    def too_few_runs(self) -> bool:
+        """Whether a side has fewer runs than a test needs: the run totals (duration, cost, calls)
+        were not tested, so "no regression" would say nothing about them."""
+        return min(self.baseline_runs, self.candidate_runs) < self.min_samples
+
+    @property
+    def untested_rows(self) -> int:
+        """How many rows had too few values on a side to be tested (verdict ``insufficient_data``)."""
+        return int((self.table["verdict"] == Verdict.INSUFFICIENT_DATA.value).sum())
+
+    @property
     def exit_code(self) -> int:
         """1 when anything regressed, else 0: what a CI gate exits with."""
         return 1 if self.has_regression else 0
@@ -190,6 +207,8 @@ class Comparison:
         """One line per regression (or a line saying there is none), for a terminal or a CI log."""
         rows = self.regressions
         if rows.empty:
+            if self.too_few_runs:
+                return self._too_few_runs_line()
             return f"no regression (threshold {self.threshold:.0%}, alpha {self.alpha})"
         found = plural(len(rows), "regression")
         lines = [f"{found} (threshold {self.threshold:.0%} on the {self.center}, alpha {self.alpha}):"]
@@ -207,7 +226,16 @@ class Comparison:
                 f"{_value(row.metric, after)} ({change:+.1%}), "
                 f"p={row.p_adjusted:.3g}, Cliff's delta {row.cliffs_delta:+.2f}"
             )
+        if self.too_few_runs:
+            lines.append(self._too_few_runs_line())
         return "\n".join(lines)
+
+    def _too_few_runs_line(self) -> str:
+        return (
+            f"too few runs to decide: a test needs at least {self.min_samples} runs a side, so "
+            f"{self.untested_rows} of the {len(self.table)} compared rows (every run total among them) were not "
+            "tested; compare more runs"
+        )
 
 
 def _value(metric: str, value: float) -> str:
@@ -284,7 +312,15 @@ def compare_runs(
     table["p_adjusted"] = _holm(p) if p_adjust == "holm" else p
     table["cliffs_delta"] = table.pop("cliffs_delta")
     table["verdict"] = _verdicts(table, threshold, alpha, center, min_samples)
-    return Comparison(table=table, threshold=threshold, alpha=alpha, center=center)
+    return Comparison(
+        table=table,
+        threshold=threshold,
+        alpha=alpha,
+        center=center,
+        baseline_runs=base.n_traces,
+        candidate_runs=cand.n_traces,
+        min_samples=min_samples,
+    )
 
 
 def _verdicts(table: pd.DataFrame, threshold: float, alpha: float, center: str, min_samples: int) -> pd.Series:

@@ -83,6 +83,7 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
     )
     analyze.add_argument("--ascii", action="store_true", help="text format: draw with ASCII characters only")
     arguments.add_prices_option(analyze)
+    arguments.add_context_windows_option(analyze)
     arguments.add_progress_option(analyze)
     arguments.add_workers_option(analyze)
     sources.add_store_options(analyze)
@@ -143,23 +144,25 @@ def _encoded_traces(
     profiles: list[TraceProfile],
     findings: dict[str, list[Finding]] | None,
     projected: Mapping[str, WhatIfProjection],
+    context_windows: Mapping[str, int],
 ) -> Iterator[Encoded]:
     # One at a time, as they are written: the whole document would take more memory than the profiles.
     # Here, not in the workers: sending the text back costs about what encoding it does.
     for profile in profiles:
         found = findings[profile.trace_id] if findings is not None else None
-        yield encode_trace(profile, found, projected.get(profile.trace_id))
+        yield encode_trace(profile, found, projected.get(profile.trace_id), context_windows)
 
 
-def analyze_options(args: argparse.Namespace) -> AnalyzeOptions:
-    """The options of ``analyze``, each decided here once from its arguments."""
+def analyze_options(args: argparse.Namespace, context_windows: Mapping[str, int]) -> AnalyzeOptions:
+    """The options of ``analyze``, each decided here once from its arguments (and the windows
+    ``arguments.resolve_context_windows`` chose)."""
     stream = sys.stdout if args.output is None else None
     return AnalyzeOptions(
         format=args.format,
         # Findings cost a projection of the trace each; JSON output for many traces skips them
         # unless asked for, or a budget is given (its overruns are findings).
         findings=args.findings if args.findings is not None else args.format == "text" or bool(args.budget),
-        finding_options=budgets.finding_options(args.min_saving, args.budget),
+        finding_options=budgets.finding_options(args.min_saving, args.budget, context_windows),
         # The user asked for that many spans: the report of many traces is not fitted to a length then.
         max_spans=DEFAULT_MAX_SPANS if args.max_spans is None else args.max_spans,
         max_lines=REPORT_MAX_LINES if args.max_spans is None else None,
@@ -177,7 +180,12 @@ def run(args: argparse.Namespace) -> int:
     inputs = sources.offline_inputs(args)
     if inputs is None:
         return EXIT_BAD_INPUT
-    options = analyze_options(args)
+    try:
+        context_windows = arguments.resolve_context_windows(args.context_windows)
+    except ValueError as exc:
+        error(str(exc))
+        return EXIT_BAD_INPUT
+    options = analyze_options(args, context_windows)
     progress = Progress(progress_enabled(args.progress))
     try:
         with analyze_inputs(
@@ -212,7 +220,12 @@ def _write_report(done: InMemoryAnalysis, options: AnalyzeOptions, output: str |
         # Written a trace at a time.
         written = write_streamed(
             output,
-            lambda out: write_document(out, "traces", _encoded_traces(profiles, findings, projected), rest),
+            lambda out: write_document(
+                out,
+                "traces",
+                _encoded_traces(profiles, findings, projected, options.finding_options.context_windows),
+                rest,
+            ),
         )
         if not written:
             return False, 0

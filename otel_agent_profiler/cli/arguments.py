@@ -10,10 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, offline_prices, parse_prices
+from ..core.context_window import parse_context_windows, with_built_in_context_windows
+from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, parse_prices, with_built_in_prices
 from ..core.units import plural
 from ..offline.workers import MAX_AUTO_WORKERS, MIN_SPANS_FOR_WORKERS
-from ..plugin.environment_variables import OTEL_AGENT_PROFILER_PRICES
+from ..plugin.environment_variables import OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, OTEL_AGENT_PROFILER_PRICES
 
 PROG = "otel-agent-profiler"
 EXIT_OK = 0
@@ -102,6 +103,14 @@ def prices(text: str) -> PriceTable:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def context_windows(text: str) -> dict[str, int]:
+    """Context windows: JSON text or the path of a JSON file (the format of OTEL_AGENT_PROFILER_CONTEXT_WINDOWS)."""
+    try:
+        return parse_context_windows(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 # Options several commands have.
 
 #: The suffixes of the files read from a folder given on the command line.
@@ -150,10 +159,40 @@ def add_prices_option(parser: argparse.ArgumentParser) -> None:
             "prices of models, US dollars per million tokens, as a JSON file or JSON text: "
             '\'{"gpt-4o": {"input": 2.5, "output": 10, "cached_input": 1.25}}\'. Default: '
             f"${OTEL_AGENT_PROFILER_PRICES}; either one is added to (and beats) the built-in list prices of "
-            f"common OpenAI and Anthropic models (as of {BUILT_IN_PRICES_AS_OF}). A cost an ATIF step recorded "
-            "is used as is"
+            f"common OpenAI and Anthropic models (as of {BUILT_IN_PRICES_AS_OF}); '{{}}' prices nothing. A cost an "
+            "ATIF step recorded is used as is"
         ),
     )
+
+
+def add_context_windows_option(parser: argparse.ArgumentParser) -> None:
+    """``--context-windows FILE|JSON``: models' context windows, for how full each LLM call's window was."""
+    parser.add_argument(
+        "--context-windows",
+        type=context_windows,
+        metavar="FILE|JSON",
+        help=(
+            "context windows of models in tokens, as a JSON file or JSON text: '{\"my-model\": 32000}', for "
+            "each LLM call's context_window_use (and the large-prompt finding of the offline commands). Default: "
+            f"${OTEL_AGENT_PROFILER_CONTEXT_WINDOWS}; either one is added to (and beats) the built-in windows of "
+            "common OpenAI, Anthropic and Gemini models"
+        ),
+    )
+
+
+def resolve_context_windows(
+    given: Mapping[str, int] | None, environ: Mapping[str, str] | None = None
+) -> dict[str, int]:
+    """The windows a command uses: ``--context-windows``, else $OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, over
+    the built-in ones. Raises ``ValueError`` naming the variable when it is set but unusable."""
+    if given is None:
+        raw = (os.environ if environ is None else environ).get(OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, "")
+        if raw.strip():
+            try:
+                given = parse_context_windows(raw)
+            except ValueError as exc:
+                raise ValueError(f"{OTEL_AGENT_PROFILER_CONTEXT_WINDOWS}: {exc}") from None
+    return with_built_in_context_windows(given)
 
 
 def offline_inputs(args: argparse.Namespace) -> tuple[list[str], PriceTable, list[str]] | None:
@@ -182,7 +221,7 @@ def resolve_prices(given: PriceTable | None, environ: Mapping[str, str] | None =
                 given = parse_prices(raw)
             except ValueError as exc:
                 raise ValueError(f"{OTEL_AGENT_PROFILER_PRICES}: {exc}") from None
-    return offline_prices(given)
+    return with_built_in_prices(given)
 
 
 def share(text: str) -> float:

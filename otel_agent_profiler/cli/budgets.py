@@ -8,6 +8,7 @@ command exit with ``EXIT_BUDGET_EXCEEDED``, so CI can gate on it. What-ifs are a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import re
 import sys
@@ -152,8 +153,11 @@ def _add_repeatable(
     parser.add_argument(flag, type=type_, action="append", default=[], metavar=metavar, help=help_)
 
 
-def finding_options(min_saving: float, budgets: Sequence[Budget]) -> FindingOptions:
-    """The findings' options with the given budgets (a later budget on the same measure wins)."""
+def finding_options(
+    min_saving: float, budgets: Sequence[Budget], context_windows: Mapping[str, int] | None = None
+) -> FindingOptions:
+    """The findings' options with the given budgets (a later budget on the same measure wins) and
+    context windows (None: the built-in ones)."""
     trace: dict[str, float] = {}
     categories: dict[str, dict[str, float]] = {}
     core_measure = {"cost": "cost_usd", "duration": "critical_path_ms", "tokens": "tokens"}
@@ -163,13 +167,14 @@ def finding_options(min_saving: float, budgets: Sequence[Budget]) -> FindingOpti
         else:
             categories.setdefault(given.category, {})[core_measure[given.measure]] = given.limit
     tokens = trace.get("tokens")
-    return FindingOptions(
+    options = FindingOptions(
         min_saving=min_saving,
         budget_tokens=int(tokens) if tokens is not None else None,
         budget_cost_usd=trace.get("cost"),
         budget_latency_ms=trace.get("duration"),
         category_budgets=categories,
     )
+    return options if context_windows is None else dataclasses.replace(options, context_windows=dict(context_windows))
 
 
 def overruns(

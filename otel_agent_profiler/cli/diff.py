@@ -15,7 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from ..adapters.files import TraceFile
+from ..adapters.files import TraceFile, read_trace_file
 from ..core.pricing import PriceTable
 from ..core.units import plural
 from ..errors import CannotAnalyse
@@ -28,6 +28,12 @@ from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, error, write_outpu
 
 #: Exit code when the candidate regressed past the threshold.
 EXIT_REGRESSION = 3
+#: Exit code when nothing regressed but a side has too few runs to test the run totals, so "no
+#: regression" would mean nothing (``--allow-few-runs`` makes it 0). Not 4: that is the other
+#: commands' "over budget".
+EXIT_TOO_FEW_RUNS = 5
+#: Runs a side needs before its run totals are tested (``compare_runs(min_samples=...)``).
+MIN_RUNS = 5
 
 
 HELP = "compare two sets of runs and flag regressions (exit code for CI)"
@@ -36,8 +42,11 @@ DESCRIPTION = (
     "median) of duration, self time, critical-path time and tokens, with a Mann-Whitney U test. A "
     "metric regressed when it got worse by more than --threshold and the test says p < --alpha. "
     f"Exit codes: 0 no regression, {EXIT_REGRESSION} a regression, {EXIT_BAD_INPUT} unreadable input "
-    "(the readable files are still compared). BASELINE and CANDIDATE are each one trace file or a folder "
-    "of them (*.json, *.jsonl, *.ndjson, read recursively): put the runs of one side in one folder. Either "
+    f"(the readable files are still compared), {EXIT_TOO_FEW_RUNS} too few runs to decide: no regression "
+    f"was found but a side has fewer than {MIN_RUNS} runs, so a run's duration, cost and calls were not "
+    "tested (--allow-few-runs exits 0 then). BASELINE and CANDIDATE are each one trace file or a folder "
+    "of them (*.json, *.jsonl, *.ndjson, read recursively), or - for standard input (one side only): put "
+    "the runs of one side in one folder. Either "
     f"side can be a trace store's search instead: {sources.SIDE_SYNTAX} (STORE is jaeger, tempo or phoenix). With "
     "prices (--prices, or the built-in ones), the cost of the runs is compared too."
 )
@@ -45,10 +54,14 @@ DESCRIPTION = (
 
 def add_arguments(diff: argparse.ArgumentParser) -> None:
     diff.add_argument(
-        "baseline", metavar="BASELINE", help="trace file or folder of the runs before the change, or a store search"
+        "baseline",
+        metavar="BASELINE",
+        help="trace file or folder of the runs before the change, a store search, or - (standard input)",
     )
     diff.add_argument(
-        "candidate", metavar="CANDIDATE", help="trace file or folder of the runs after the change, or a store search"
+        "candidate",
+        metavar="CANDIDATE",
+        help="trace file or folder of the runs after the change, a store search, or - (standard input)",
     )
     diff.add_argument(
         "--threshold", type=float, default=0.10, help="relative worsening that counts (default: %(default)s)"
@@ -64,6 +77,14 @@ def add_arguments(diff: argparse.ArgumentParser) -> None:
         help=(
             "adjust the p-values for the number of metrics compared: holm (Holm-Bonferroni) keeps the chance of "
             "any false regression below --alpha (default: %(default)s)"
+        ),
+    )
+    diff.add_argument(
+        "--allow-few-runs",
+        action="store_true",
+        help=(
+            f"exit 0, not {EXIT_TOO_FEW_RUNS}, when nothing regressed although a side has fewer than {MIN_RUNS} runs "
+            "(the report still says the runs were too few)"
         ),
     )
     diff.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: %(default)s)")
@@ -176,7 +197,13 @@ def _read_sides(args: argparse.Namespace, progress: Progress) -> list[_Side] | N
     """Each side's trace files, or its traces fetched from a store (here: the workers need no network);
     None, with the error line printed, when a side names a store wrongly or the store cannot be read."""
     sides: list[_Side] = []
+    if args.baseline == "-" and args.candidate == "-":
+        args.usage_error("standard input (-) can be one side only: BASELINE or CANDIDATE, not both")
     for side in (args.baseline, args.candidate):
+        if side == "-":
+            # Read here: the side is profiled in a worker process, whose standard input is not ours.
+            sides.append((side, [], [read_trace_file("-")]))
+            continue
         if not sources.is_store_side(side):
             sides.append((side, arguments.trace_files(side), None))
             continue
@@ -225,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
                         alpha=args.alpha,
                         center=args.center,
                         p_adjust=args.p_adjust,
+                        min_samples=MIN_RUNS,
                     )
             except ValueError as exc:
                 problem = str(exc)
@@ -250,6 +278,11 @@ def run(args: argparse.Namespace) -> int:
             "center": args.center,
             "p_adjust": args.p_adjust,
             "regression": comparison.has_regression,
+            # Whether a side had too few runs (fewer than min_runs) for its run totals to be tested:
+            # then "regression": false is no evidence that nothing regressed.
+            "too_few_runs": comparison.too_few_runs,
+            "min_runs": MIN_RUNS,
+            "untested_rows": comparison.untested_rows,
             "rows": table.to_dict(orient="records"),
         }
         report = json.dumps(document, indent=2, default=str) + "\n"
@@ -258,6 +291,10 @@ def run(args: argparse.Namespace) -> int:
         report = f"{runs}\n{comparison.summary()}\n"
     if not write_output(args.output, report):
         return EXIT_FAILURE
+    if comparison.has_regression:
+        return EXIT_REGRESSION
     if not inputs_ok:
-        return EXIT_BAD_INPUT if not comparison.has_regression else EXIT_REGRESSION
-    return EXIT_REGRESSION if comparison.has_regression else EXIT_OK
+        return EXIT_BAD_INPUT
+    if comparison.too_few_runs and not args.allow_few_runs:
+        return EXIT_TOO_FEW_RUNS
+    return EXIT_OK

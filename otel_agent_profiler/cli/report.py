@@ -75,6 +75,7 @@ def add_arguments(report: argparse.ArgumentParser) -> None:
     arguments.add_min_saving_option(report)
     budgets.add_budget_option(report)
     arguments.add_prices_option(report)
+    arguments.add_context_windows_option(report)
     arguments.add_workers_option(report)
     arguments.add_progress_option(report, while_="while reading and profiling")
     sources.add_store_options(report)
@@ -85,11 +86,16 @@ def run(args: argparse.Namespace) -> int:
     inputs = sources.offline_inputs(args)
     if inputs is None:
         return EXIT_BAD_INPUT
+    try:
+        context_windows = arguments.resolve_context_windows(args.context_windows)
+    except ValueError as exc:
+        error(str(exc))
+        return EXIT_BAD_INPUT
     progress = Progress(progress_enabled(args.progress))
     # The profiles stay alive to the end: the cyclic collector would only traverse them, again
     # and again (a third of the run time over 200k spans).
     with cyclic_gc_paused():
-        return _run(args, progress, inputs, budgets.finding_options(args.min_saving, args.budget))
+        return _run(args, progress, inputs, budgets.finding_options(args.min_saving, args.budget, context_windows))
 
 
 def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, options: FindingOptions) -> int:
@@ -158,6 +164,7 @@ def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, op
             files=loaded.file_dicts(),
             detail_trace_ids={p.trace_id for p in detail_traces(profiles, selected)},
             prefix_cache=prefix_cache,
+            context_windows=options.context_windows,
         ),
     ):
         return EXIT_FAILURE

@@ -10,10 +10,24 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from ..core.pricing import PriceTable, parse_prices
+from ..core.context_window import parse_context_windows, with_built_in_context_windows
+from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, parse_prices, with_built_in_prices
 from ..live.profile_options import CategoryOverrides, ProfileOptions, make_classifier, parse_category_overrides
-from ..plugin.environment_variables import OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES, OTEL_AGENT_PROFILER_PRICES
-from .arguments import EXIT_BAD_INPUT, error, metrics_url, non_negative_float, port, positive_int, prices
+from ..plugin.environment_variables import (
+    OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES,
+    OTEL_AGENT_PROFILER_CONTEXT_WINDOWS,
+    OTEL_AGENT_PROFILER_PRICES,
+)
+from .arguments import (
+    EXIT_BAD_INPUT,
+    add_context_windows_option,
+    error,
+    metrics_url,
+    non_negative_float,
+    port,
+    positive_int,
+    prices,
+)
 
 _T = TypeVar("_T")
 
@@ -176,10 +190,12 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         help=(
             "prices of models for the cost of LLM and embedding calls, US dollars per million tokens, as a JSON "
             'file or JSON text: \'{"gpt-4o": {"input": 2.5, "output": 10, "cached_input": 1.25}}\'. Default: '
-            f"${OTEL_AGENT_PROFILER_PRICES}; without either, nothing is priced (as in the in-process profiler, "
-            "the built-in list prices of the offline commands are not used)"
+            f"${OTEL_AGENT_PROFILER_PRICES}; either one is added to (and beats) the built-in list prices of common "
+            f"OpenAI and Anthropic models (as of {BUILT_IN_PRICES_AS_OF}), as in the offline commands and the "
+            "in-process profiler; '{}' prices nothing"
         ),
     )
+    add_context_windows_option(serve)
 
 
 def category_overrides(text: str) -> CategoryOverrides:
@@ -191,7 +207,9 @@ def category_overrides(text: str) -> CategoryOverrides:
 
 
 def profile_options(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ProfileOptions:
-    """The categories and prices of serve's profiles: each option, else its variable, else none.
+    """The categories, prices and context windows of serve's profiles: each option, else its
+    variable, else the conventions alone and the built-in prices and windows (a table given is
+    laid over them).
 
     Raises ``ValueError`` naming the variable when a variable is set but unusable: serve is a
     command, so a bad setting stops it at the start (exit code 2), as the offline commands do.
@@ -203,7 +221,12 @@ def profile_options(args: argparse.Namespace, environ: Mapping[str, str] | None 
         overrides = _from_environment(environ, OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES, parse_category_overrides) or ()
     if table is None:
         table = _from_environment(environ, OTEL_AGENT_PROFILER_PRICES, parse_prices)
-    return ProfileOptions(make_classifier(overrides), table)
+    windows: Mapping[str, int] | None = args.context_windows
+    if windows is None:
+        windows = _from_environment(environ, OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, parse_context_windows)
+    return ProfileOptions(
+        make_classifier(overrides), with_built_in_prices(table), with_built_in_context_windows(windows)
+    )
 
 
 def _from_environment(environ: Mapping[str, str], variable: str, parse: Callable[[str], _T]) -> _T | None:

@@ -7,13 +7,13 @@ tokens, as providers bill them.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from .genai import TokenUsage, strip_snapshot
+from .json_tables import json_table
 
 _PER_TOKEN = 1e-6
 
@@ -70,6 +70,12 @@ class PriceTable:
     def __len__(self) -> int:
         return len(self._prices)
 
+    def __eq__(self, other: object) -> bool:
+        # By content: two configurations with the same prices are the same configuration.
+        return isinstance(other, PriceTable) and self._prices == other._prices
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking content; equal tables must not differ in hash
+
     def price_of(self, model: str | None) -> ModelPrice | None:
         if model is None:
             return None
@@ -96,20 +102,7 @@ def parse_prices(value: object) -> PriceTable:
     if isinstance(value, Mapping):
         return PriceTable.from_mapping(value)
     if isinstance(value, (str, Path)):
-        text = str(value).strip()
-        if not text.startswith("{"):
-            try:
-                text = Path(text).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-                raise ValueError(f"cannot read price table {str(value)!r}: {reason}") from None
-        try:
-            raw = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise ValueError(f"price table is not valid JSON: {exc}") from None
-        if not isinstance(raw, Mapping):
-            raise ValueError("price table must be a JSON object mapping model names to prices")
-        return PriceTable.from_mapping(raw)
+        return PriceTable.from_mapping(json_table(value, "price table", "prices"))
     raise ValueError(f"expected a price table (mapping, JSON text or file path), got {type(value).__name__}")
 
 
@@ -121,10 +114,10 @@ BUILT_IN_PRICES_SOURCES = (
     "https://platform.claude.com/docs/en/about-claude/pricing",
 )
 #: List prices (standard tier, no batch discount) of common models, US dollars per million tokens,
-#: as of :data:`BUILT_IN_PRICES_AS_OF`. The offline commands use them unless ``--prices`` or
-#: ``OTEL_AGENT_PROFILER_PRICES`` prices the model; a dated snapshot ("gpt-4o-2024-08-06") gets
-#: its alias's price. Anthropic's cache writes cost more than plain input; that surcharge is not
-#: modelled (cached input here is the cache-read rate).
+#: as of :data:`BUILT_IN_PRICES_AS_OF`. The commands, ``serve`` and the in-process profiler use them
+#: unless ``--prices``, ``OTEL_AGENT_PROFILER_PRICES`` or the ``prices`` option prices the model; a
+#: dated snapshot ("gpt-4o-2024-08-06") gets its alias's price. Anthropic's cache writes cost more
+#: than plain input; that surcharge is not modelled (cached input here is the cache-read rate).
 BUILT_IN_PRICES: Mapping[str, ModelPrice] = {
     "gpt-4o": ModelPrice(2.50, 10.00, 1.25),
     "gpt-4o-mini": ModelPrice(0.15, 0.60, 0.075),
@@ -144,6 +137,15 @@ BUILT_IN_PRICES: Mapping[str, ModelPrice] = {
 }
 
 
-def offline_prices(user: PriceTable | None) -> PriceTable:
-    """The built-in prices with ``user``'s on top: a model ``user`` prices gets the user's price."""
-    return PriceTable({**BUILT_IN_PRICES, **(user._prices if user is not None else {})})
+def with_built_in_prices(user: PriceTable | None) -> PriceTable:
+    """The built-in prices with ``user``'s on top: a model ``user`` prices gets the user's price.
+
+    What every command, ``serve`` and the in-process profiler price with. An empty ``user`` table
+    (``{}``) prices nothing: the one way to turn pricing off, since leaving prices out means the
+    built-in ones.
+    """
+    if user is None:
+        return PriceTable(BUILT_IN_PRICES)
+    if not len(user):
+        return user
+    return PriceTable({**BUILT_IN_PRICES, **user._prices})

@@ -6,11 +6,13 @@ guess whether a missing key means zero.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .backend_load import summarize_loads
 from .categories import CATEGORIES
 from .context_window import context_window_use
+from .findings.base import DEFAULT_CONTEXT_WINDOWS
 from .profile import SpanProfile, TraceProfile
 from .units import NS_PER_MS
 
@@ -19,7 +21,9 @@ def _ms(ns: int) -> float:
     return ns / NS_PER_MS
 
 
-def span_to_dict(span: SpanProfile, trace_start_ns: int) -> dict[str, Any]:
+def span_to_dict(
+    span: SpanProfile, trace_start_ns: int, context_windows: Mapping[str, int] = DEFAULT_CONTEXT_WINDOWS
+) -> dict[str, Any]:
     record = span.record
     parent = span.parent
     return {
@@ -47,13 +51,20 @@ def span_to_dict(span: SpanProfile, trace_start_ns: int) -> dict[str, Any]:
             _ms(span.time_to_first_token_ns) if span.time_to_first_token_ns is not None else None
         ),
         "cost_usd": span.cost_usd,
-        "context_window_use": context_window_use(span),
+        "context_window_use": context_window_use(span, context_windows),
         "llm_phases_ms": span.llm_phases.to_dict() if span.llm_phases is not None else None,
         "backend_load": span.backend_load.to_dict() if span.backend_load is not None else None,
     }
 
 
-def trace_to_dict(profile: TraceProfile, *, include_spans: bool = True) -> dict[str, Any]:
+def trace_to_dict(
+    profile: TraceProfile,
+    *,
+    include_spans: bool = True,
+    context_windows: Mapping[str, int] = DEFAULT_CONTEXT_WINDOWS,
+) -> dict[str, Any]:
+    """The trace as JSON-ready data; ``context_windows`` (model -> tokens) gives each LLM call's
+    ``context_window_use``."""
     critical_path_ns = profile.critical_path_ns
     categories = {}
     for name in CATEGORIES:
@@ -107,7 +118,7 @@ def trace_to_dict(profile: TraceProfile, *, include_spans: bool = True) -> dict[
     }
     if include_spans:
         start = profile.start_ns
-        result["spans"] = [span_to_dict(span, start) for span in profile.spans]
+        result["spans"] = [span_to_dict(span, start, context_windows) for span in profile.spans]
     return result
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,9 +45,15 @@ _MIN_HELD_SHARDS = 4
 NOT_ON_DISK = "is not available when the input is profiled on disk (use --no-on-disk for inputs that fit in memory)"
 
 
-def encode_trace(profile: TraceProfile, findings: list[Finding] | None, what_if: WhatIfProjection | None) -> Encoded:
-    """One trace of the JSON document, encoded: the profile, its findings and its what-if."""
-    trace = trace_to_dict(profile)
+def encode_trace(
+    profile: TraceProfile,
+    findings: list[Finding] | None,
+    what_if: WhatIfProjection | None,
+    context_windows: Mapping[str, int],
+) -> Encoded:
+    """One trace of the JSON document, encoded: the profile (each LLM call's share of its
+    ``context_windows``), its findings and its what-if."""
+    trace = trace_to_dict(profile, context_windows=context_windows)
     if findings is not None:
         trace["findings"] = [finding.to_dict() for finding in findings]
         trace["combined_projection"] = combined_projection(profile, findings).to_dict()
@@ -177,7 +183,7 @@ def _analyzed(
             what_if = what_ifs_together(profile, options.what_if) if options.what_if else None
             payload: bytes | None = None
             if not text:
-                payload = encode_trace(profile, found, what_if)
+                payload = encode_trace(profile, found, what_if, options.finding_options.context_windows)
             elif options.every_trace:
                 payload = trace_detail(
                     profile, found, max_spans=options.max_spans, ascii_only=options.ascii_only

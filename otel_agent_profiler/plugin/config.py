@@ -6,12 +6,13 @@ import logging
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
 from ..core.analyze import Classifier
-from ..core.pricing import PriceTable, parse_prices
+from ..core.context_window import parse_context_windows, with_built_in_context_windows
+from ..core.pricing import PriceTable, parse_prices, with_built_in_prices
 from ..live.backend_poller import check_metrics_url
 from ..live.profile_options import CategoryOverrides, ProfileOptions, make_classifier, parse_category_overrides
 from . import environment_variables as env
@@ -28,7 +29,10 @@ class ProfilerConfig:
     trace_timeout_s: float = 60.0
     sample_rate: float = 1.0
     category_overrides: CategoryOverrides = ()
-    prices: PriceTable | None = None
+    #: The built-in list prices unless given (see ``_parse_prices``); an empty table prices nothing.
+    prices: PriceTable | None = field(default_factory=lambda: with_built_in_prices(None))
+    #: The built-in windows unless given; a given table is laid over them.
+    context_windows: Mapping[str, int] = field(default_factory=lambda: with_built_in_context_windows(None))
     metrics_enabled: bool = True
     enrich_spans: bool = True
     console_report: bool = False
@@ -43,7 +47,7 @@ class ProfilerConfig:
 
     def profile_options(self) -> ProfileOptions:
         """The options of the live profiling step (``live/profiling.py``)."""
-        return ProfileOptions(self.classifier(), self.prices)
+        return ProfileOptions(self.classifier(), self.prices, self.context_windows)
 
 
 class ProfilerOptions(TypedDict, total=False):
@@ -58,8 +62,12 @@ class ProfilerOptions(TypedDict, total=False):
     sample_rate: float | None
     #: ``pattern=category,...`` text, a mapping of span-name patterns to categories, or pairs.
     category_overrides: str | Mapping[str, str] | Iterable[tuple[str, str]] | None
-    #: A price table, its mapping, JSON text, or the path of a JSON file.
+    #: A price table (used as is), or a mapping, JSON text or the path of a JSON file, laid over the
+    #: built-in prices; ``{}`` prices nothing.
     prices: PriceTable | Mapping[str, Mapping[str, float]] | str | Path | None
+    #: Context windows in tokens by model (a mapping, JSON text, or the path of a JSON file),
+    #: laid over the built-in ones.
+    context_windows: Mapping[str, int] | str | Path | None
     metrics_enabled: bool | None
     enrich_spans: bool | None
     console_report: bool | None
@@ -117,6 +125,14 @@ def _parse_rate(value: Any) -> float:
     return _number(value, lambda number: 0.0 <= number <= 1.0, "a fraction from 0 to 1")
 
 
+def _parse_prices(value: Any) -> PriceTable:
+    """A ``PriceTable`` is the whole table; any other form is laid over the built-in prices, as the
+    command line's ``--prices`` is (``{}`` prices nothing)."""
+    if isinstance(value, PriceTable):
+        return value
+    return with_built_in_prices(parse_prices(value))
+
+
 def _parse_metrics_urls(value: Any) -> tuple[str, ...]:
     items = value.split(",") if isinstance(value, str) else value
     try:
@@ -131,7 +147,11 @@ _OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "trace_timeout_s": (env.OTEL_AGENT_PROFILER_TRACE_TIMEOUT, _parse_positive_float),
     "sample_rate": (env.OTEL_AGENT_PROFILER_SAMPLE_RATE, _parse_rate),
     "category_overrides": (env.OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES, parse_category_overrides),
-    "prices": (env.OTEL_AGENT_PROFILER_PRICES, parse_prices),
+    "prices": (env.OTEL_AGENT_PROFILER_PRICES, _parse_prices),
+    "context_windows": (
+        env.OTEL_AGENT_PROFILER_CONTEXT_WINDOWS,
+        lambda value: with_built_in_context_windows(parse_context_windows(value)),
+    ),
     "metrics_enabled": (env.OTEL_AGENT_PROFILER_METRICS, _parse_bool),
     "enrich_spans": (env.OTEL_AGENT_PROFILER_ENRICH_SPANS, _parse_bool),
     "console_report": (env.OTEL_AGENT_PROFILER_CONSOLE_REPORT, _parse_bool),

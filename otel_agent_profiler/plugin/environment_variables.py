@@ -29,7 +29,13 @@ attribute beats them)."""
 
 OTEL_AGENT_PROFILER_PRICES = "OTEL_AGENT_PROFILER_PRICES"
 """Price table for cost: a path to a JSON file, or the JSON itself, mapping model names to
-``{"input": ..., "output": ..., "cached_input": ...}`` in US dollars per million tokens."""
+``{"input": ..., "output": ..., "cached_input": ...}`` in US dollars per million tokens, laid over
+the built-in list prices (``core.pricing.BUILT_IN_PRICES``); ``{}`` prices nothing."""
+
+OTEL_AGENT_PROFILER_CONTEXT_WINDOWS = "OTEL_AGENT_PROFILER_CONTEXT_WINDOWS"
+"""Context windows in tokens by model, for ``agent_profiler.context_window_use`` and the
+large-prompt finding: a path to a JSON file, or the JSON itself, ``{"my-model": 32000}``, laid over
+the built-in windows (``core.findings.DEFAULT_CONTEXT_WINDOWS``)."""
 
 OTEL_AGENT_PROFILER_METRICS = "OTEL_AGENT_PROFILER_METRICS"
 """``true`` (default) or ``false``: record the profile metrics."""

@@ -66,7 +66,7 @@ from typing_extensions import Unpack
 
 from .._version import __version__
 from ..core.backend_load import summarize_loads
-from ..core.findings import Finding, combined_projection
+from ..core.findings import DEFAULT_CONTEXT_WINDOWS, Finding, combined_projection
 from ..core.percentiles import percentile
 from ..core.profile import SpanProfile, TraceProfile
 from ..core.schema import trace_to_dict
@@ -253,6 +253,8 @@ class SummaryOptions(TypedDict, total=False):
     detail_trace_ids: Collection[str] | None
     #: The prompt-prefix candidates, when they were asked for.
     prefix_cache: Sequence[Any] | None
+    #: Context windows by model (default ``DEFAULT_CONTEXT_WINDOWS``), for each call's window use.
+    context_windows: Mapping[str, int]
 
 
 def build_summary(
@@ -286,7 +288,12 @@ def _summary(
     lazy: bool,
 ) -> dict[str, Any]:
     selected = select_trace(profiles, options.get("selected_trace_id")) if profiles else None
-    traces = _trace_documents(by_duration(profiles), findings, options.get("detail_trace_ids"))
+    traces = _trace_documents(
+        by_duration(profiles),
+        findings,
+        options.get("detail_trace_ids"),
+        options.get("context_windows", DEFAULT_CONTEXT_WINDOWS),
+    )
     splits = find_split_llm_calls(profiles)
     statistics = options.get("statistics")
     prefix_cache = options.get("prefix_cache")
@@ -339,10 +346,11 @@ def _trace_documents(
     profiles: Iterable[TraceProfile],
     findings: Mapping[str, Sequence[Finding]],
     detail_trace_ids: Collection[str] | None,
+    context_windows: Mapping[str, int],
 ) -> Iterator[dict[str, Any]]:
     for profile in profiles:
         with_spans = detail_trace_ids is None or profile.trace_id in detail_trace_ids
-        document = trace_to_dict(profile, include_spans=with_spans)
+        document = trace_to_dict(profile, include_spans=with_spans, context_windows=context_windows)
         found = findings.get(profile.trace_id)
         document["findings"] = [f.to_dict() for f in found or ()]
         # Only where the findings were made: they need the span tree, which the others may have released.

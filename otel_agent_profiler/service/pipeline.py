@@ -112,6 +112,7 @@ class Pipeline:
             clock=clock,
         )
         self._clock = clock
+        self._context_windows = config.profile_options.context_windows
         self._lock = threading.Condition()
         self._profiles: OrderedDict[str, TraceProfile] = OrderedDict()
         #: Every profiled trace, averaged per program (``GET /programs``); it has its own lock, so
@@ -316,7 +317,7 @@ class Pipeline:
     def profile(self, trace_id: str) -> dict[str, Any] | None:
         with self._lock:
             profile = self._profiles.get(trace_id.lower())
-        return None if profile is None else trace_to_dict(profile)
+        return None if profile is None else trace_to_dict(profile, context_windows=self._context_windows)
 
     def summary(self) -> dict[str, Any]:
         """A summary across the recent profiled traces."""

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import otel_agent_profiler
-from otel_agent_profiler.adapters import ATIF, parse_trace_bytes
+from otel_agent_profiler.adapters import ATIF, ATIF_JSON_LINES, parse_trace_bytes
 from otel_agent_profiler.cli import main
 from otel_agent_profiler.core import profile_records
 from otel_agent_profiler.core.findings import PARALLELIZABLE, combined_projection, find_all
@@ -132,3 +134,60 @@ def test_analyze_reads_an_atif_file(tmp_path: Path) -> None:
     document = json.loads(out.read_text())
     assert document["files"][0]["format"] == "atif"
     assert document["traces"][0]["span_count"] == 5
+
+
+def _other_run() -> dict:  # type: ignore[type-arg]
+    """A second trajectory of the same session: a re-run, one trace of its own."""
+    other = json.loads(json.dumps(TRAJECTORY))
+    other["steps"] = other["steps"][:2]
+    return other  # type: ignore[no-any-return]
+
+
+def _traces(records: list) -> dict[str, set[str]]:  # type: ignore[type-arg]
+    """Span names per trace id."""
+    traces: dict[str, set[str]] = {}
+    for record in records:
+        traces.setdefault(record.trace_id, set()).add(record.name)
+    return traces
+
+
+def test_a_list_of_trajectories_is_one_trace_each() -> None:
+    records, problems, file_format = _records([TRAJECTORY, _other_run()])
+    assert problems == [] and file_format == ATIF
+    assert sorted(map(len, _traces(records).values())) == [3, 4]
+    assert len([r for r in records if r.parent_span_id is None]) == 2
+
+
+def test_an_item_of_a_list_that_is_no_trajectory_is_reported_and_the_rest_kept() -> None:
+    broken = _other_run()
+    broken["steps"][1]["timestamp"] = "never"
+    records, problems, file_format = _records([TRAJECTORY, {"steps": 3}, broken])
+    assert file_format == ATIF
+    assert problems == ["[1]: not an ATIF trajectory", "[2]: steps[1]: missing or unreadable timestamp 'never'"]
+    assert sorted(map(len, _traces(records).values())) == [1, 4]
+
+
+def test_json_lines_of_trajectories_are_one_trace_each_and_a_bad_line_is_named() -> None:
+    lines = [json.dumps(TRAJECTORY), '{"schema_version": "ATIF-v1.4", "steps": [', json.dumps(_other_run())]
+    trace_file = parse_trace_bytes("\n".join(lines).encode() + b"\n", "runs.jsonl")
+    assert trace_file.format == ATIF_JSON_LINES
+    (problem,) = trace_file.problems
+    assert problem == "line 2: truncated: the JSON ends unexpectedly"
+    assert sorted(map(len, _traces(trace_file.records).values())) == [3, 4]
+    # The same lines read again give the same ids.
+    again = parse_trace_bytes("\n".join(lines).encode(), "runs.jsonl")
+    assert [r.span_id for r in again.records] == [r.span_id for r in trace_file.records]
+
+
+def test_analyze_reads_atif_json_lines_and_names_the_bad_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join([json.dumps(TRAJECTORY), "not json", json.dumps(_other_run())]) + "\n")
+    out = tmp_path / "profile.json"
+    assert main(["analyze", str(path), "--format", "json", "--output", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "runs.jsonl: read 9 spans but skipped unreadable data: line 2: malformed JSON" in err[0]
+    document = json.loads(out.read_text())
+    assert document["files"][0]["format"] == "atif-jsonl"
+    assert sorted(trace["span_count"] for trace in document["traces"]) == [4, 5]

@@ -11,7 +11,7 @@ import pytest
 
 from otel_agent_profiler.cli import main
 from otel_agent_profiler.core.genai import TokenUsage
-from otel_agent_profiler.core.pricing import BUILT_IN_PRICES, PriceTable, offline_prices, parse_prices
+from otel_agent_profiler.core.pricing import BUILT_IN_PRICES, PriceTable, parse_prices, with_built_in_prices
 from tests.adapters.test_atif import TRAJECTORY
 from tests.cli.test_cli import otlp_document
 
@@ -71,6 +71,15 @@ def test_prices_option_takes_json_or_a_file_and_beats_the_built_in_prices(
     for given in (prices, str(price_file)):
         trace = _analyze_json(capsys, str(path), "--prices", given)["traces"][0]
         assert trace["cost_usd"] == pytest.approx(1.0 + 1.0)
+
+
+def test_an_empty_price_table_prices_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path, "t.json", _llm_trace("gpt-4o-mini"))
+    assert _analyze_json(capsys, str(path), "--prices", "{}")["traces"][0]["cost_usd"] is None
+    monkeypatch.setenv(PRICES_ENV, "{}")
+    assert _analyze_json(capsys, str(path))["traces"][0]["cost_usd"] is None
 
 
 def test_the_environment_variable_works_offline_and_the_option_beats_it(
@@ -194,7 +203,7 @@ def test_parse_prices_and_the_built_in_table() -> None:
     assert table.cost_usd("m", TokenUsage(input=2_000_000, output=1_000_000, cached_input=1_000_000)) == pytest.approx(
         1.0 + 0.5 + 2.0
     )
-    merged = offline_prices(PriceTable.from_mapping({"gpt-4o": {"input": 0, "output": 0}}))
+    merged = with_built_in_prices(PriceTable.from_mapping({"gpt-4o": {"input": 0, "output": 0}}))
     assert merged.cost_usd("gpt-4o", TokenUsage(input=1000, output=1000)) == 0.0
     assert merged.cost_usd("gpt-4o-mini", TokenUsage(input=1_000_000)) == pytest.approx(0.15)
     for price in BUILT_IN_PRICES.values():

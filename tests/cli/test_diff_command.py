@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from benchmarks.agent_traces import generate_runs, otlp_document
 from otel_agent_profiler.cli import main
-from otel_agent_profiler.cli.diff import EXIT_REGRESSION
+from otel_agent_profiler.cli.diff import EXIT_REGRESSION, EXIT_TOO_FEW_RUNS
 
 
 def _write_runs(folder: Path, *, seed: int, slow_tool: str | None = None, factor: float = 1.0) -> Path:
@@ -25,6 +26,90 @@ def _write_runs(folder: Path, *, seed: int, slow_tool: str | None = None, factor
         spans = [span for run in chunk for span in run]
         (folder / f"part-{index}.json").write_text(json.dumps(otlp_document(spans)))
     return folder
+
+
+def _write_slowed_runs(path: Path, count: int, *, seed: int, factor: float = 1.0) -> Path:
+    """``count`` generated runs in one OTLP file, each run's spans ``factor`` times as long (and as late)."""
+    runs = generate_runs(count, seed=seed)
+    for run in runs:
+        start = min(int(span["startTimeUnixNano"]) for span in run)
+        for span in run:
+            for key in ("startTimeUnixNano", "endTimeUnixNano"):
+                span[key] = str(start + int((int(span[key]) - start) * factor))
+    path.write_text(json.dumps(otlp_document([span for run in runs for span in run])))
+    return path
+
+
+# Runs slowed by 40% whose per-call samples happen not to show it: with so few runs only the run
+# totals could, and they cannot be tested. Seeds chosen so that every per-call row passes.
+@pytest.mark.parametrize(("runs", "candidate_seed"), [(1, 8), (3, 13)])
+def test_too_few_runs_to_decide_is_said_and_fails_the_gate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], runs: int, candidate_seed: int
+) -> None:
+    baseline = _write_slowed_runs(tmp_path / "base.json", runs, seed=5)
+    candidate = _write_slowed_runs(tmp_path / "cand.json", runs, seed=candidate_seed, factor=1.4)
+    assert main(["diff", str(baseline), str(candidate), "--no-progress"]) == EXIT_TOO_FEW_RUNS
+    out = capsys.readouterr().out
+    assert "no regression" not in out
+    assert "too few runs to decide: a test needs at least 5 runs a side" in out
+
+    # Allowed, the gate passes, and the report still says why it proves nothing.
+    assert main(["diff", str(baseline), str(candidate), "--no-progress", "--allow-few-runs"]) == 0
+    assert "too few runs to decide" in capsys.readouterr().out
+
+    report = tmp_path / "diff.json"
+    code = main(["diff", str(baseline), str(candidate), "--no-progress", "--format", "json", "-o", str(report)])
+    assert code == EXIT_TOO_FEW_RUNS
+    document = json.loads(report.read_text())
+    assert document["regression"] is False and document["too_few_runs"] is True and document["min_runs"] == 5
+    run_rows = [row for row in document["rows"] if row["level"] == "run"]
+    assert run_rows and all(row["verdict"] == "insufficient_data" for row in run_rows)
+    untested = [row for row in document["rows"] if row["verdict"] == "insufficient_data"]
+    assert document["untested_rows"] == len(untested)
+
+
+def test_enough_runs_of_the_same_slowdown_show_the_regression(tmp_path: Path) -> None:
+    baseline = _write_slowed_runs(tmp_path / "base.json", 20, seed=5)
+    candidate = _write_slowed_runs(tmp_path / "cand.json", 20, seed=13, factor=1.4)
+    report = tmp_path / "diff.json"
+    code = main(["diff", str(baseline), str(candidate), "--no-progress", "--format", "json", "-o", str(report)])
+    assert code == EXIT_REGRESSION
+    document = json.loads(report.read_text())
+    assert document["too_few_runs"] is False and document["untested_rows"] < len(document["rows"])
+    run_rows = [row for row in document["rows"] if row["level"] == "run"]
+    assert run_rows and all(row["verdict"] != "insufficient_data" for row in run_rows)
+
+
+def test_a_regression_found_with_few_runs_still_fails_as_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline = _write_slowed_runs(tmp_path / "base.json", 3, seed=5)
+    candidate = _write_slowed_runs(tmp_path / "cand.json", 3, seed=5, factor=1.85)
+    assert main(["diff", str(baseline), str(candidate), "--no-progress"]) == EXIT_REGRESSION
+    out = capsys.readouterr().out
+    assert "llm [span] duration_ms" in out and "too few runs to decide" in out
+
+
+def test_standard_input_is_one_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    baseline = _write_runs(tmp_path / "base", seed=11)
+    candidate = _write_runs(tmp_path / "cand", seed=11, slow_tool="fetch_url", factor=1.6)
+    spans = []
+    for part in sorted(candidate.glob("*.json")):
+        spans.extend(json.loads(part.read_text())["resourceSpans"])
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(json.dumps({"resourceSpans": spans}).encode())))
+    assert main(["diff", str(baseline), "-", "--no-progress"]) == EXIT_REGRESSION
+    captured = capsys.readouterr()
+    assert "60 baseline runs, 60 candidate runs" in captured.out and "fetch_url" in captured.out
+    assert captured.err == ""
+
+
+def test_standard_input_cannot_be_both_sides(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["diff", "-", "-"])
+    assert exited.value.code == 2
+    assert "standard input (-) can be one side only" in capsys.readouterr().err
 
 
 def test_the_same_runs_show_no_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

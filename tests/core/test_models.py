@@ -7,7 +7,7 @@ import pytest
 from otel_agent_profiler.core import PriceTable, profile_trace
 from otel_agent_profiler.core.genai import same_model
 from otel_agent_profiler.core.models import is_snapshot, model_family
-from otel_agent_profiler.core.pricing import BUILT_IN_PRICES, offline_prices
+from otel_agent_profiler.core.pricing import BUILT_IN_PRICES, with_built_in_prices
 from otel_agent_profiler.core.schema import trace_to_dict
 from tests.support.span_builders import by_name, span
 
@@ -48,7 +48,7 @@ def test_same_model_follows_the_family_rule() -> None:
 
 
 def test_built_in_prices_match_every_snapshot_form() -> None:
-    prices = offline_prices(None)
+    prices = with_built_in_prices(None)
     for snapshot, family in (
         ("gpt-4o-mini-2024-07-18", "gpt-4o-mini"),
         ("gpt-4o-2024-08-06", "gpt-4o"),
@@ -108,7 +108,7 @@ def _mixed_sources_trace() -> list[object]:
 
 
 def test_one_model_is_one_name_whichever_convention_described_it() -> None:
-    trace = profile_trace(_mixed_sources_trace(), prices=offline_prices(None))  # type: ignore[arg-type]
+    trace = profile_trace(_mixed_sources_trace(), prices=with_built_in_prices(None))  # type: ignore[arg-type]
     llm_operations = [op for (category, op) in trace.operations if category == "llm"]
     assert llm_operations == ["gpt-4o-mini"]
     assert trace.operations[("llm", "gpt-4o-mini")].count == 3

@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import CATEGORIES, PriceTable, SpanEvent, SpanRecord, TraceProfile, profile_records
 from otel_agent_profiler.core import profile_trace as core_profile_trace
+from otel_agent_profiler.core.pricing import with_built_in_prices
 from otel_agent_profiler.live import profile_metrics as pm
 from otel_agent_profiler.live.profile_metrics import OperationNames, ProfileMetrics
 from otel_agent_profiler.plugin.config import _OPTIONS
@@ -305,8 +306,18 @@ def test_cost_histogram_with_prices(make_rig: Callable[..., Rig]) -> None:
     assert point.count == 1
 
 
-def test_no_cost_histogram_without_prices(make_rig: Callable[..., Rig]) -> None:
+def test_cost_histogram_with_the_built_in_prices_by_default(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig()
+    agent_trace(rig.tracer)
+    rig.flush()
+    (profile,) = rig.profiles(with_built_in_prices(None))
+    (point,) = points(rig.metrics()[pm.CRITICAL_PATH_COST])
+    assert profile.critical_path_cost_usd
+    assert point.sum == pytest.approx(profile.critical_path_cost_usd)
+
+
+def test_no_cost_histogram_when_pricing_is_off(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(prices={})
     agent_trace(rig.tracer)
     rig.flush()
     assert pm.CRITICAL_PATH_COST not in rig.metrics()

@@ -201,11 +201,11 @@ def test_the_text_report_shard_by_shard_is_the_one_made_from_every_profile(
     """In memory the text report of many traces is profiled shard by shard too: it must be the
     report written from every trace's whole profile and findings at once."""
     from otel_agent_profiler.core.findings import find_all
-    from otel_agent_profiler.core.pricing import offline_prices
+    from otel_agent_profiler.core.pricing import with_built_in_prices
     from otel_agent_profiler.offline import load_profiles
     from otel_agent_profiler.report.cross_trace import REPORT_MAX_LINES, render_many_traces
 
-    profiles = load_profiles(inputs, prices=offline_prices(None)).profiles
+    profiles = load_profiles(inputs, prices=with_built_in_prices(None)).profiles
     findings = {profile.trace_id: find_all(profile) for profile in profiles}
     expected = render_many_traces(
         profiles, top=top, max_spans=60, findings=findings, max_lines=REPORT_MAX_LINES if top is not None else None

@@ -37,6 +37,7 @@ import pytest
 
 from demo.fake_llm import FakeOpenAIServer
 from otel_agent_profiler.core import CATEGORIES, SpanEvent, SpanKind, SpanRecord, StatusCode, profile_records
+from otel_agent_profiler.core.pricing import with_built_in_prices
 from tests.support.backends import (
     ROOT,
     BackendNotInstalled,
@@ -322,7 +323,8 @@ def test_every_span_reaches_rotel_and_phoenix_with_profile_attributes(
 
 def test_profile_attributes_equal_the_core_analysis_of_the_same_spans(profiled_run: ProfiledRun) -> None:
     spans = profiled_run.spans
-    (profile,) = profile_records([to_record(s) for s in spans])
+    # The live profiler prices with the built-in table unless told otherwise.
+    (profile,) = profile_records([to_record(s) for s in spans], prices=with_built_in_prices(None))
     assert profile.span_count == SPAN_COUNT
     by_id = {s.span_id: s for s in spans}
 
@@ -343,7 +345,10 @@ def test_profile_attributes_equal_the_core_analysis_of_the_same_spans(profiled_r
             assert attrs[f"{PREFIX}time_to_first_token_ms"] == pytest.approx(
                 computed.time_to_first_token_ns / 1e6, abs=FLOAT_TOLERANCE_MS
             )
-        assert f"{PREFIX}cost_usd" not in attrs, where  # no price table configured
+        if computed.cost_usd is None:
+            assert f"{PREFIX}cost_usd" not in attrs, where
+        else:
+            assert attrs[f"{PREFIX}cost_usd"] == pytest.approx(computed.cost_usd), where
 
         # and self time as README defines it, from the raw timestamps: duration minus the union of the
         # direct children's intervals clipped to the span

@@ -1398,8 +1398,27 @@ def test_price_table_adds_costs(make_rig: Callable[..., Rig]) -> None:
     assert_matches_core(rig.exported(), rig.originals.get_finished_spans(), prices=rig.profiler.config.prices)
 
 
-def test_without_prices_there_are_no_cost_attributes(make_rig: Callable[..., Rig]) -> None:
+def test_the_built_in_prices_are_used_by_default(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig()
+    agent_trace(rig.tracer)
+    rig.flush()
+    by_name = {s.name: s for s in rig.exported()}
+    expected_cost = (120 * 2.5 + 40 * 10.0) / 1e6  # gpt-4o's list price
+    assert by_name["chat gpt-4o"].attributes[attr.COST_USD] == pytest.approx(expected_cost)
+    assert by_name["invoke_agent planner"].attributes[attr.TRACE_COST_USD] == pytest.approx(expected_cost)
+
+
+def test_context_windows_option_sets_the_window_use_of_llm_calls(make_rig: Callable[..., Rig]) -> None:
+    for windows, expected in ((None, 120 / 128_000), ({"gpt-4o": 1_000}, 0.12)):
+        rig = make_rig() if windows is None else make_rig(context_windows=windows)
+        agent_trace(rig.tracer)
+        rig.flush()
+        by_name = {s.name: s for s in rig.exported()}
+        assert by_name["chat gpt-4o"].attributes[attr.CONTEXT_WINDOW_USE] == pytest.approx(expected, abs=1e-4)
+
+
+def test_an_empty_price_table_turns_pricing_off(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(prices={})
     agent_trace(rig.tracer)
     rig.flush()
     for span in rig.exported():

@@ -20,6 +20,8 @@ from typing_extensions import Unpack
 
 from otel_agent_profiler import install
 from otel_agent_profiler.core import CATEGORIES, PriceTable, TokenUsage, classify
+from otel_agent_profiler.core.context_window import with_built_in_context_windows
+from otel_agent_profiler.core.pricing import with_built_in_prices
 from otel_agent_profiler.plugin import environment_variables as env
 from otel_agent_profiler.plugin.config import (
     _OPTIONS,
@@ -59,6 +61,11 @@ def _prices_of(value: PriceTable | None) -> dict[str, tuple[float, float, float 
     return result
 
 
+def _windows_of(value: Any) -> tuple[int | None, ...]:
+    """The windows of my-llm, other-llm and gpt-4o (built in): every table given is laid over the built-in one."""
+    return tuple(value.get(model) for model in ("my-llm", "other-llm", "gpt-4o"))
+
+
 def _overrides_of(value: Any) -> Any:
     return tuple(value)
 
@@ -75,8 +82,12 @@ class OptionCase:
     view: Callable[[Any], Any] = lambda value: value
 
 
-PRICES_ARG = {"gpt-4o": {"input": 2.5, "output": 10.0, "cached_input": 1.25}}
-PRICES_ENV = '{"gpt-4o-mini": {"input": 0.15, "output": 0.6}}'
+PRICES_ARG = {"gpt-4o": {"input": 2.0, "output": 8.0, "cached_input": 1.0}}
+PRICES_ENV = '{"gpt-4o-mini": {"input": 0.1, "output": 0.5}}'
+#: What ``_prices_of`` shows of the built-in table: every option's table is laid over it.
+BUILT_IN_GPT_4O = (2.5, 10.0, 1.25)
+BUILT_IN_GPT_4O_MINI = (0.15, 0.6, 0.075)
+BUILT_IN_VIEW = {"gpt-4o": BUILT_IN_GPT_4O, "gpt-4o-mini": BUILT_IN_GPT_4O_MINI}
 
 #: One row per option in ``config._OPTIONS``.
 CASES: dict[str, OptionCase] = {
@@ -96,13 +107,23 @@ CASES: dict[str, OptionCase] = {
     ),
     "prices": OptionCase(
         PRICES_ARG,
-        {"gpt-4o": (2.5, 10.0, 1.25)},
+        {"gpt-4o": (2.0, 8.0, 1.0), "gpt-4o-mini": BUILT_IN_GPT_4O_MINI},
         PRICES_ENV,
-        {"gpt-4o-mini": (0.15, 0.6, None)},
-        None,
+        {"gpt-4o": BUILT_IN_GPT_4O, "gpt-4o-mini": (0.1, 0.5, None)},
+        with_built_in_prices(None),
         {"gpt-4o": {"input": "cheap", "output": 1}},
         "{not json",
         _prices_of,
+    ),
+    "context_windows": OptionCase(
+        {"my-llm": 32_000},
+        (32_000, None, 128_000),
+        '{"other-llm": 8000}',
+        (None, 8_000, 128_000),
+        with_built_in_context_windows(None),
+        {"my-llm": 0},
+        '{"my-llm": "big"}',
+        _windows_of,
     ),
     "metrics_enabled": OptionCase(False, False, "false", False, True, "maybe", "perhaps"),
     "enrich_spans": OptionCase(False, False, "0", False, True, "nope", "2"),
@@ -306,20 +327,30 @@ def test_more_bad_arguments(option: str, value: Any) -> None:
 def test_prices_from_a_json_file(tmp_path: Path) -> None:
     path = tmp_path / "prices.json"
     path.write_text(json.dumps(PRICES_ARG), encoding="utf-8")
+    expected = {"gpt-4o": (2.0, 8.0, 1.0), "gpt-4o-mini": BUILT_IN_GPT_4O_MINI}
     for value in (path, str(path)):
-        assert _prices_of(resolve_config(environ={}, prices=value).prices) == {"gpt-4o": (2.5, 10.0, 1.25)}
+        assert _prices_of(resolve_config(environ={}, prices=value).prices) == expected
     config = resolve_config(environ={env.OTEL_AGENT_PROFILER_PRICES: str(path)})
-    assert _prices_of(config.prices) == {"gpt-4o": (2.5, 10.0, 1.25)}
+    assert _prices_of(config.prices) == expected
 
 
 def test_prices_inline_json_argument() -> None:
     config = resolve_config(environ={}, prices=PRICES_ENV)
-    assert _prices_of(config.prices) == {"gpt-4o-mini": (0.15, 0.6, None)}
+    assert _prices_of(config.prices) == {"gpt-4o": BUILT_IN_GPT_4O, "gpt-4o-mini": (0.1, 0.5, None)}
 
 
 def test_prices_table_instance_is_used_as_is() -> None:
     table = PriceTable.from_mapping(PRICES_ARG)
     assert resolve_config(environ={}, prices=table).prices is table
+    assert _prices_of(table) == {"gpt-4o": (2.0, 8.0, 1.0)}
+
+
+def test_the_built_in_prices_are_the_default_and_an_empty_table_prices_nothing() -> None:
+    assert _prices_of(resolve_config(environ={}).prices) == BUILT_IN_VIEW
+    assert _prices_of(ProfilerConfig().prices) == BUILT_IN_VIEW
+    for off in ({}, "{}"):
+        assert _prices_of(resolve_config(environ={}, prices=off).prices) == {}
+    assert _prices_of(resolve_config(environ={env.OTEL_AGENT_PROFILER_PRICES: "{}"}).prices) == {}
 
 
 def test_missing_price_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -328,7 +359,7 @@ def test_missing_price_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) ->
         resolve_config(environ={}, prices=str(missing))
     with caplog.at_level(logging.WARNING):
         config = resolve_config(environ={env.OTEL_AGENT_PROFILER_PRICES: str(missing)})
-    assert config.prices is None
+    assert _prices_of(config.prices) == BUILT_IN_VIEW
     assert any(env.OTEL_AGENT_PROFILER_PRICES in r.getMessage() for r in caplog.records)
 
 
@@ -336,9 +367,9 @@ def test_price_table_costs() -> None:
     table = resolve_config(environ={}, prices=PRICES_ARG).prices
     assert table is not None
     usage = TokenUsage(input=1_000_000, output=1_000_000, cached_input=500_000)
-    assert table.cost_usd("gpt-4o", usage) == pytest.approx(0.5 * 2.5 + 0.5 * 1.25 + 10.0)
+    assert table.cost_usd("gpt-4o", usage) == pytest.approx(0.5 * 2.0 + 0.5 * 1.0 + 8.0)
     # A dated snapshot is priced as its alias.
-    assert table.cost_usd("gpt-4o-2024-08-06", usage) == pytest.approx(0.5 * 2.5 + 0.5 * 1.25 + 10.0)
+    assert table.cost_usd("gpt-4o-2024-08-06", usage) == pytest.approx(0.5 * 2.0 + 0.5 * 1.0 + 8.0)
     assert table.cost_usd("unknown-model", usage) is None
 
 

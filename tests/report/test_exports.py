@@ -25,7 +25,7 @@ import pytest
 from benchmarks.agent_traces import generate_runs, otlp_document
 from otel_agent_profiler.cli import main
 from otel_agent_profiler.core import SpanKind, SpanProfile, SpanRecord, TraceProfile, profile_records
-from otel_agent_profiler.core.pricing import offline_prices
+from otel_agent_profiler.core.pricing import with_built_in_prices
 from otel_agent_profiler.offline import load_profiles
 from otel_agent_profiler.report.chrome_trace import FLOW_CATEGORY, assign_lanes, to_chrome_trace
 from otel_agent_profiler.report.speedscope import SCHEMA_URL, to_speedscope
@@ -441,7 +441,7 @@ def test_cli_speedscope_written_a_trace_at_a_time_is_the_whole_document(tmp_path
     path.write_text(json.dumps(otlp_document(runs)), encoding="utf-8")
     out = tmp_path / "out.speedscope.json"
     assert main(["export", str(path), "--format", "speedscope", "--output", str(out)]) == 0
-    expected = to_speedscope(load_profiles([str(path)], prices=offline_prices(None)).profiles, name="runs.json")
+    expected = to_speedscope(load_profiles([str(path)], prices=with_built_in_prices(None)).profiles, name="runs.json")
     assert json.loads(out.read_bytes()) == expected
     assert len(expected["profiles"]) > 24 and len(expected["shared"]["frames"]) > 10
     assert out.read_bytes().endswith(b"}\n")

@@ -5,13 +5,16 @@ from __future__ import annotations
 import socket
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_agent_profiler import cli
 from otel_agent_profiler.cli.serve import profile_options
 from otel_agent_profiler.core.categories import classify
+from otel_agent_profiler.service.pipeline import Pipeline, PipelineConfig
+from tests.support.backends import wait_until
 
-GPT_4O = '{"gpt-4o": {"input": 2.5, "output": 10}}'
-GPT_4O_MINI = '{"gpt-4o-mini": {"input": 0.15, "output": 0.6}}'
+GPT_4O_MINI = '{"gpt-4o-mini": {"input": 0.1, "output": 0.5}}'
+MY_LLM = '{"my-llm": {"input": 7, "output": 21}}'
 
 OPTIONS = (
     "--host",
@@ -29,6 +32,7 @@ OPTIONS = (
     "--metrics-interval",
     "--category-overrides",
     "--prices",
+    "--context-windows",
 )
 
 
@@ -124,40 +128,74 @@ def test_port_in_use_is_an_error(which: str, capsys: pytest.CaptureFixture[str])
 # -- the profile's options: the option, else the in-process profiler's variable, else none --------------------
 
 
-def _category_and_prices(argv: list[str], environ: dict[str, str]) -> tuple[str, list[str]]:
+def _category_and_prices(argv: list[str], environ: dict[str, str]) -> tuple[str, list[float | None]]:
+    """The category of a fetch_weather span, and the input prices of gpt-4o, gpt-4o-mini and my-llm."""
     options = profile_options(cli._build_parser().parse_args(["serve", *argv]), environ)
     category = options.classifier("fetch_weather", {})
-    priced = [] if options.prices is None else [m for m in ("gpt-4o", "gpt-4o-mini") if options.prices.price_of(m)]
-    return category, priced
+    assert options.prices is not None
+    prices = [options.prices.price_of(model) for model in ("gpt-4o", "gpt-4o-mini", "my-llm")]
+    return category, [None if price is None else price.input for price in prices]
+
+
+#: The built-in input prices of gpt-4o and gpt-4o-mini, and none for my-llm.
+BUILT_IN = [2.5, 0.15, None]
 
 
 @pytest.mark.parametrize(
     ("argv", "environ", "category", "priced"),
     [
-        ([], {}, None, []),  # None: what the conventions say
-        (["--category-overrides", "fetch_*=retrieval"], {}, "retrieval", []),
-        ([], {"OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES": "fetch_*=memory"}, "memory", []),
+        ([], {}, None, BUILT_IN),  # None: what the conventions say
+        (["--category-overrides", "fetch_*=retrieval"], {}, "retrieval", BUILT_IN),
+        ([], {"OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES": "fetch_*=memory"}, "memory", BUILT_IN),
         (
             ["--category-overrides", "fetch_*=retrieval"],
             {"OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES": "fetch_*=memory"},
             "retrieval",
-            [],
+            BUILT_IN,
         ),
-        (["--prices", GPT_4O], {}, None, ["gpt-4o"]),
-        ([], {"OTEL_AGENT_PROFILER_PRICES": GPT_4O_MINI}, None, ["gpt-4o-mini"]),
-        (["--prices", GPT_4O], {"OTEL_AGENT_PROFILER_PRICES": GPT_4O_MINI}, None, ["gpt-4o"]),
-        ([], {"OTEL_AGENT_PROFILER_PRICES": " "}, None, []),
+        # A table given is laid over the built-in one, as the offline commands do.
+        (["--prices", MY_LLM], {}, None, [2.5, 0.15, 7.0]),
+        ([], {"OTEL_AGENT_PROFILER_PRICES": GPT_4O_MINI}, None, [2.5, 0.1, None]),
+        (["--prices", MY_LLM], {"OTEL_AGENT_PROFILER_PRICES": GPT_4O_MINI}, None, [2.5, 0.15, 7.0]),
+        ([], {"OTEL_AGENT_PROFILER_PRICES": " "}, None, BUILT_IN),
+        # An empty table prices nothing.
+        (["--prices", "{}"], {}, None, [None, None, None]),
+        ([], {"OTEL_AGENT_PROFILER_PRICES": "{}"}, None, [None, None, None]),
     ],
 )
 def test_profile_options_come_from_the_option_then_the_variable_then_the_default(
-    argv: list[str], environ: dict[str, str], category: str | None, priced: list[str]
+    argv: list[str], environ: dict[str, str], category: str | None, priced: list[float | None]
 ) -> None:
     assert _category_and_prices(argv, environ) == (category or classify("fetch_weather", {}), priced)
 
 
 @pytest.mark.parametrize(
+    ("argv", "environ", "windows"),
+    [
+        ([], {}, (None, 128_000)),
+        (["--context-windows", '{"my-llm": 32000}'], {}, (32_000, 128_000)),
+        ([], {"OTEL_AGENT_PROFILER_CONTEXT_WINDOWS": '{"my-llm": 8000, "gpt-4o": 64000}'}, (8_000, 64_000)),
+        (
+            ["--context-windows", '{"my-llm": 32000}'],
+            {"OTEL_AGENT_PROFILER_CONTEXT_WINDOWS": '{"my-llm": 8000}'},
+            (32_000, 128_000),
+        ),
+    ],
+)
+def test_context_windows_come_from_the_option_then_the_variable_over_the_built_in_ones(
+    argv: list[str], environ: dict[str, str], windows: tuple[int | None, int]
+) -> None:
+    options = profile_options(cli._build_parser().parse_args(["serve", *argv]), environ)
+    assert (options.context_windows.get("my-llm"), options.context_windows["gpt-4o"]) == windows
+
+
+@pytest.mark.parametrize(
     ("variable", "value"),
-    [("OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES", "fetch_*=nonsense"), ("OTEL_AGENT_PROFILER_PRICES", "{not json")],
+    [
+        ("OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES", "fetch_*=nonsense"),
+        ("OTEL_AGENT_PROFILER_PRICES", "{not json"),
+        ("OTEL_AGENT_PROFILER_CONTEXT_WINDOWS", '{"my-llm": 0}'),
+    ],
 )
 def test_an_unusable_variable_stops_serve_naming_it(
     variable: str, value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -172,3 +210,27 @@ def test_an_unusable_variable_stops_serve_naming_it(
 def test_an_agent_profiler_category_attribute_beats_the_overrides() -> None:
     options = profile_options(cli._build_parser().parse_args(["serve", "--category-overrides", "fetch_*=tool"]), {})
     assert options.classifier("fetch_x", {"agent_profiler.category": "memory"}) == "memory"
+
+
+def test_the_profiles_endpoint_uses_the_context_windows_serve_was_given() -> None:
+    request = ExportTraceServiceRequest()
+    span = (
+        request.resource_spans.add()
+        .scope_spans.add()
+        .spans.add(name="chat my-llm", start_time_unix_nano=1_000, end_time_unix_nano=2_000)
+    )
+    span.trace_id = (9).to_bytes(16, "big")
+    span.span_id = (1).to_bytes(8, "big")
+    for key, value in (("gen_ai.operation.name", "chat"), ("gen_ai.request.model", "my-llm")):
+        span.attributes.add(key=key).value.string_value = value
+    span.attributes.add(key="gen_ai.usage.input_tokens").value.int_value = 500
+    options = profile_options(cli._build_parser().parse_args(["serve", "--context-windows", '{"my-llm": 1000}']), {})
+    pipeline = Pipeline(PipelineConfig(quiet_period_s=0, profile_options=options), None)
+    try:
+        pipeline.receive(request)
+        wait_until(lambda: pipeline.profile(f"{9:032x}") is not None, 10, "the trace profiled")
+        profile = pipeline.profile(f"{9:032x}")
+        assert profile is not None
+        assert [s["context_window_use"] for s in profile["spans"]] == [0.5]
+    finally:
+        pipeline.stop()

@@ -25,7 +25,9 @@ Evidence = dict[str, JSONValue]
 #: trace's duration its spans account for; self time would count parallel calls several times).
 CATEGORY_BUDGET_MEASURES: tuple[str, ...] = ("tokens", "cost_usd", "critical_path_ms")
 
-#: Context windows in tokens, by model alias (snapshots match their alias). Extend with
+#: Context windows in tokens, by model alias (snapshots match their alias); every model of
+#: ``core.pricing.BUILT_IN_PRICES`` has one. Extend with ``--context-windows``,
+#: ``OTEL_AGENT_PROFILER_CONTEXT_WINDOWS`` or
 #: ``FindingOptions(context_windows={**DEFAULT_CONTEXT_WINDOWS, "my-model": 32_000})``.
 DEFAULT_CONTEXT_WINDOWS: Mapping[str, int] = {
     "gpt-4o": 128_000,
@@ -37,6 +39,13 @@ DEFAULT_CONTEXT_WINDOWS: Mapping[str, int] = {
     "gpt-4.1": 1_047_576,
     "gpt-4.1-mini": 1_047_576,
     "gpt-4.1-nano": 1_047_576,
+    # GPT-5 and GPT-5 mini: a 400,000-token window (of which at most 272,000 input), per
+    # platform.openai.com/docs/models/gpt-5 and /gpt-5-mini.
+    "gpt-5": 400_000,
+    "gpt-5-mini": 400_000,
+    # Embedding models take at most 8,191 input tokens (platform.openai.com/docs/guides/embeddings).
+    "text-embedding-3-small": 8_191,
+    "text-embedding-3-large": 8_191,
     "o1": 200_000,
     "o1-mini": 128_000,
     "o3": 200_000,
@@ -45,8 +54,14 @@ DEFAULT_CONTEXT_WINDOWS: Mapping[str, int] = {
     "claude-3-5-sonnet": 200_000,
     "claude-3-5-haiku": 200_000,
     "claude-3-7-sonnet": 200_000,
+    # Claude 4.x: 200K tokens (Sonnet 4 and 4.5 offer 1M only as a beta, on request), per
+    # platform.claude.com/docs/en/about-claude/models/overview.
     "claude-sonnet-4": 200_000,
+    "claude-sonnet-4-5": 200_000,
     "claude-opus-4": 200_000,
+    "claude-opus-4-1": 200_000,
+    "claude-opus-4-5": 200_000,
+    "claude-haiku-4-5": 200_000,
     "gemini-1.5-pro": 2_097_152,
     "gemini-1.5-flash": 1_048_576,
     "gemini-2.0-flash": 1_048_576,
