@@ -148,7 +148,8 @@ def held(
 
 def _summary_findings(found: list[Finding]) -> list[Finding]:
     # The summary groups findings by kind and by what they are about: operation, category, the
-    # names of the spans, a budget's name. Titles and evidence would be most of the memory.
+    # names of the spans, a budget's name, and by what they rest on. Titles and evidence would be most
+    # of the memory.
     return [
         finding
         if BY_KIND[finding.kind].grouping is Grouping.BUDGET
@@ -159,6 +160,7 @@ def _summary_findings(found: list[Finding]) -> list[Finding]:
             operation=finding.operation,
             category=finding.category,
             where=[{"name": place.get("name")} for place in finding.where],
+            rests_on=finding.rests_on,
         )
         for finding in found
     ]
