@@ -185,14 +185,39 @@ def resolve_context_windows(
 ) -> dict[str, int]:
     """The windows a command uses: ``--context-windows``, else $OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, over
     the built-in ones. Raises ``ValueError`` naming the variable when it is set but unusable."""
-    if given is None:
-        raw = (os.environ if environ is None else environ).get(OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, "")
-        if raw.strip():
-            try:
-                given = parse_context_windows(raw)
-            except ValueError as exc:
-                raise ValueError(f"{OTEL_AGENT_PROFILER_CONTEXT_WINDOWS}: {exc}") from None
+    given = given_or_variable(given, OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, parse_context_windows, environ)
     return with_built_in_context_windows(given)
+
+
+def context_windows_of(args: argparse.Namespace) -> dict[str, int] | None:
+    """:func:`resolve_context_windows` of the command's ``--context-windows``; None, with the error
+    line printed, when the variable is unusable."""
+    try:
+        return resolve_context_windows(args.context_windows)
+    except ValueError as exc:
+        error(str(exc))
+        return None
+
+
+_T = TypeVar("_T")
+
+
+def given_or_variable(
+    given: _T | None, variable: str, parse: Callable[[str], _T], environ: Mapping[str, str] | None
+) -> _T | None:
+    """The option's value when given, else the environment variable's parsed (None when unset or blank).
+
+    Raises ``ValueError`` naming the variable when it is set but ``parse`` refuses it.
+    """
+    if given is not None:
+        return given
+    raw = (os.environ if environ is None else environ).get(variable, "")
+    if not raw.strip():
+        return None
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise ValueError(f"{variable}: {exc}") from None
 
 
 def offline_inputs(args: argparse.Namespace) -> tuple[list[str], PriceTable, list[str]] | None:
@@ -214,14 +239,7 @@ def resolve_prices(given: PriceTable | None, environ: Mapping[str, str] | None =
 
     Raises ``ValueError`` naming the variable when the variable is set but unusable.
     """
-    if given is None:
-        raw = (os.environ if environ is None else environ).get(OTEL_AGENT_PROFILER_PRICES, "")
-        if raw.strip():
-            try:
-                given = parse_prices(raw)
-            except ValueError as exc:
-                raise ValueError(f"{OTEL_AGENT_PROFILER_PRICES}: {exc}") from None
-    return with_built_in_prices(given)
+    return with_built_in_prices(given_or_variable(given, OTEL_AGENT_PROFILER_PRICES, parse_prices, environ))
 
 
 def share(text: str) -> float:

@@ -84,12 +84,8 @@ def add_arguments(report: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     inputs = sources.offline_inputs(args)
-    if inputs is None:
-        return EXIT_BAD_INPUT
-    try:
-        context_windows = arguments.resolve_context_windows(args.context_windows)
-    except ValueError as exc:
-        error(str(exc))
+    context_windows = arguments.context_windows_of(args) if inputs is not None else None
+    if inputs is None or context_windows is None:
         return EXIT_BAD_INPUT
     progress = Progress(progress_enabled(args.progress))
     # The profiles stay alive to the end: the cyclic collector would only traverse them, again

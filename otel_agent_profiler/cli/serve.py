@@ -7,11 +7,10 @@ import argparse
 import errno
 import logging
 import os
-from collections.abc import Callable, Mapping
-from typing import TypeVar
+from collections.abc import Mapping
 
 from ..core.context_window import parse_context_windows, with_built_in_context_windows
-from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, parse_prices, with_built_in_prices
+from ..core.pricing import BUILT_IN_PRICES_AS_OF, parse_prices, with_built_in_prices
 from ..live.profile_options import CategoryOverrides, ProfileOptions, make_classifier, parse_category_overrides
 from ..plugin.environment_variables import (
     OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES,
@@ -22,14 +21,13 @@ from .arguments import (
     EXIT_BAD_INPUT,
     add_context_windows_option,
     error,
+    given_or_variable,
     metrics_url,
     non_negative_float,
     port,
     positive_int,
     prices,
 )
-
-_T = TypeVar("_T")
 
 #: Where ``serve`` takes its bearer token from when --bearer-token-file is not given.
 TOKEN_ENV = "OTEL_AGENT_PROFILER_SERVE_TOKEN"
@@ -214,29 +212,16 @@ def profile_options(args: argparse.Namespace, environ: Mapping[str, str] | None 
     Raises ``ValueError`` naming the variable when a variable is set but unusable: serve is a
     command, so a bad setting stops it at the start (exit code 2), as the offline commands do.
     """
-    environ = os.environ if environ is None else environ
-    overrides: CategoryOverrides | None = args.category_overrides
-    table: PriceTable | None = args.prices
-    if overrides is None:
-        overrides = _from_environment(environ, OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES, parse_category_overrides) or ()
-    if table is None:
-        table = _from_environment(environ, OTEL_AGENT_PROFILER_PRICES, parse_prices)
-    windows: Mapping[str, int] | None = args.context_windows
-    if windows is None:
-        windows = _from_environment(environ, OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, parse_context_windows)
-    return ProfileOptions(
-        make_classifier(overrides), with_built_in_prices(table), with_built_in_context_windows(windows)
+    overrides = given_or_variable(
+        args.category_overrides, OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES, parse_category_overrides, environ
     )
-
-
-def _from_environment(environ: Mapping[str, str], variable: str, parse: Callable[[str], _T]) -> _T | None:
-    raw = environ.get(variable, "")
-    if not raw.strip():
-        return None
-    try:
-        return parse(raw)
-    except ValueError as exc:
-        raise ValueError(f"{variable}: {exc}") from None
+    table = given_or_variable(args.prices, OTEL_AGENT_PROFILER_PRICES, parse_prices, environ)
+    windows = given_or_variable(
+        args.context_windows, OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, parse_context_windows, environ
+    )
+    return ProfileOptions(
+        make_classifier(overrides or ()), with_built_in_prices(table), with_built_in_context_windows(windows)
+    )
 
 
 def _default_protocol() -> str:
