@@ -64,7 +64,7 @@ def profile_trace(
                 anomalies.append(Anomaly("unusable_token_count", record.span_id, detail))
                 unusable_counts.clear()
             if category == LLM:
-                ttft = time_to_first_token_ns(span.start_ns, attributes, record.events)
+                ttft = time_to_first_token_ns(span.start_ns, attributes, record.events, span.end_ns)
                 span.time_to_first_token_ns = ttft
                 span.streaming = ttft is not None or is_streaming(attributes)
                 if recorded_backend_load is not None:
