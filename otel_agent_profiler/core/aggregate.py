@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from .categories import EMBEDDING, LLM
+from .call_parts import repeated_self_time_ns
+from .categories import EMBEDDING, LLM, TOOL
 from .genai import TokenUsage, same_model
 from .pricing import PriceTable
 from .profile import OperationStats, SpanProfile, TraceProfile
 from .recorded import RecordedValues
+from .same_call import is_nested
 
 
 def mark_nested_llm_duplicates(spans: list[SpanProfile]) -> None:
     """Count an LLM call once when two instrumentations nest a span each for it.
 
     A chain is an LLM span whose only child is an LLM span for the same model (and so on
-    down). Of each chain, the deepest span that reports token usage is counted (else the
-    deepest); the others are marked ``counted = False``.
+    down). Of each chain, the span with the most complete token usage is counted (the deepest
+    of those as complete: the closest to the wire), else the deepest; the others are marked
+    ``counted = False`` and ``same_call_as`` the counted one.
     """
     for span in spans:
         if span.category != LLM or _is_chain_link_below(span):
@@ -24,17 +27,64 @@ def mark_nested_llm_duplicates(spans: list[SpanProfile]) -> None:
             chain.append(child)
         if len(chain) == 1:
             continue
-        with_usage = [link for link in chain if link.tokens is not None]
-        keep = with_usage[-1] if with_usage else chain[-1]
+        # max() keeps the first of equals: reversed, that is the deepest.
+        keep = max(reversed(chain), key=usage_completeness)
         for link in chain:
             link.counted = link is keep
+            if link is not keep:
+                link.same_call_as = keep
+
+
+def usage_completeness(span: SpanProfile) -> tuple[bool, int]:
+    """How completely a span records its call's usage: whether it records any, then how many counts."""
+    usage = span.tokens
+    if usage is None:
+        return (False, 0)
+    return (True, sum(1 for count in (usage.input, usage.output, usage.cached_input, usage.reasoning) if count))
+
+
+def mark_nested_tool_duplicates(spans: list[SpanProfile]) -> None:
+    """Count a tool call once when it is described by nested spans, and a ``(merged)`` wrapper not at all.
+
+    A tool span whose only child is a tool span of the same tool (AutoGen, a framework's span
+    around an instrumentation's) is one call: the deepest is counted, the others point at it
+    with ``same_call_as``. Google ADK writes an ``execute_tool (merged)`` span for the parallel
+    tool calls of one model response: it is no call of a tool named ``(merged)``.
+    """
+    for span in spans:
+        if span.category != TOOL or not span.counted:
+            continue
+        if span.operation == MERGED_TOOLS:
+            span.counted = False
+            continue
+        parent = span.parent
+        if parent is not None and parent.category == TOOL and _single_same_tool_child(parent) is span:
+            continue
+        chain = [span]
+        while (child := _single_same_tool_child(chain[-1])) is not None:
+            chain.append(child)
+        keep = chain[-1]
+        for link in chain[:-1]:
+            link.counted = False
+            link.same_call_as = keep
+
+
+#: The operation of Google ADK's span around the parallel tool calls of one model response.
+MERGED_TOOLS = "(merged)"
+
+
+def _single_same_tool_child(span: SpanProfile) -> SpanProfile | None:
+    if len(span.children) != 1:
+        return None
+    child = span.children[0]
+    return child if child.category == TOOL and child.operation == span.operation else None
 
 
 def _single_same_model_llm_child(span: SpanProfile) -> SpanProfile | None:
     if len(span.children) != 1:
         return None
     child = span.children[0]
-    if child.category == LLM and same_model(span.model, child.model):
+    if child.category == LLM and child.same_call_as is None and same_model(span.model, child.model):
         return child
     return None
 
@@ -51,14 +101,29 @@ def aggregate(profile: TraceProfile, prices: PriceTable | None = None, recorded:
     operations = profile.operations
     critical_path_tokens = profile.critical_path_tokens
     llm_calls = 0
+    # A call is on the critical path when any of its spans is (a copy the walk went through).
+    calls_on_path: set[int] = set()
+    for span in profile.spans:
+        call = span.same_call_as
+        if call is not None and span.on_critical_path and span.category == call.category:
+            calls_on_path.add(id(call))
     for span in profile.spans:
         category = span.category
         key = (category, span.operation)
         op = operations.get(key)
         if op is None:
             op = operations[key] = OperationStats(category, span.operation)
-        op.duration_ns += span.end_ns - span.start_ns
-        op.self_time_ns += span.self_time_ns
+        call = span.same_call_as
+        if call is not None and category == call.category:
+            # A copy of a call, or its request on the wire: the call's duration is counted on its
+            # own span, and a copy beside it adds only its self time outside the call's span.
+            self_time = span.self_time_ns
+            if not is_nested(span, call):
+                self_time -= repeated_self_time_ns(span, call)
+            op.self_time_ns += self_time
+        else:
+            op.duration_ns += span.end_ns - span.start_ns
+            op.self_time_ns += span.self_time_ns
         op.critical_path_ns += span.critical_path_ns
         if not span.counted:
             continue
@@ -69,13 +134,14 @@ def aggregate(profile: TraceProfile, prices: PriceTable | None = None, recorded:
         # children's usage as a total, which would count it twice.
         usage = span.tokens
         if category == LLM or category == EMBEDDING:
+            on_path = span.on_critical_path or id(span) in calls_on_path
             if usage is not None:
                 op.tokens.add(usage)
-                if span.on_critical_path:
+                if on_path:
                     critical_path_tokens.add(usage)
             cost = recorded_cost(span.record.attributes) if recorded_cost is not None else None
             if cost is not None or (usage is not None and prices is not None):
-                _add_cost(profile, span, prices, cost)
+                _add_cost(profile, span, prices, cost, on_path)
     profile.llm_calls = llm_calls
 
     # Every span has one category and one operation, so the category totals, and (as an LLM
@@ -97,7 +163,9 @@ def aggregate(profile: TraceProfile, prices: PriceTable | None = None, recorded:
             model_usage.add(op.tokens)
 
 
-def _add_cost(profile: TraceProfile, span: SpanProfile, prices: PriceTable | None, cost: float | None) -> None:
+def _add_cost(
+    profile: TraceProfile, span: SpanProfile, prices: PriceTable | None, cost: float | None, on_path: bool
+) -> None:
     model = span.model or span.operation
     # The cost the run recorded (ATIF's cost_usd, a span enriched earlier), when given, is what was billed.
     if cost is None and prices is not None and span.tokens is not None:
@@ -108,5 +176,5 @@ def _add_cost(profile: TraceProfile, span: SpanProfile, prices: PriceTable | Non
         return
     profile.cost_usd = (profile.cost_usd or 0.0) + cost
     profile.cost_by_model[model] = profile.cost_by_model.get(model, 0.0) + cost
-    if span.on_critical_path:
+    if on_path:
         profile.critical_path_cost_usd = (profile.critical_path_cost_usd or 0.0) + cost

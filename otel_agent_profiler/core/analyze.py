@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from .aggregate import aggregate, mark_nested_llm_duplicates
+from .aggregate import aggregate, mark_nested_llm_duplicates, mark_nested_tool_duplicates
 from .call_anatomy import assign_call_anatomy, is_server_span
+from .call_parts import adopt_wrapped_calls, link_parts_to_calls, mark_transport_spans
 from .categories import EMBEDDING, LLM, classify
 from .critical_path import assign_critical_path
 from .genai import is_streaming, model_of, operation_of, time_to_first_token_ns, token_usage_of
@@ -67,7 +68,7 @@ def profile_trace(
                 anomalies.append(Anomaly("unusable_token_count", record.span_id, detail))
                 unusable_counts.clear()
             if category == LLM:
-                ttft = time_to_first_token_ns(span.start_ns, attributes, record.events)
+                ttft = time_to_first_token_ns(span.start_ns, attributes, record.events, span.end_ns)
                 span.time_to_first_token_ns = ttft
                 span.streaming = ttft is not None or is_streaming(attributes)
                 if recorded_backend_load is not None:
@@ -78,6 +79,9 @@ def profile_trace(
     # In build_tree's order, whatever was added since.
     if anomalies:
         anomalies.sort(key=lambda anomaly: (anomaly.kind, anomaly.span_id))
+    if len(spans) > 2:
+        # A framework's step span written beside the call it wraps (LangGraph's call_model) holds it.
+        spans = adopt_wrapped_calls(spans)
     assign_self_times(spans)
     assign_critical_path(roots)
     if len(spans) > 1:
@@ -86,8 +90,11 @@ def profile_trace(
             anomalies.extend(overrunning)
             anomalies.sort(key=lambda anomaly: (anomaly.kind, anomaly.span_id))
     mark_nested_llm_duplicates(spans)
+    mark_nested_tool_duplicates(spans)
     mark_non_calls(spans)
     mark_side_by_side_duplicates(spans)
+    mark_transport_spans(spans)
+    link_parts_to_calls(spans)
     profile = TraceProfile(
         trace_id=records[0].trace_id,
         spans=spans,

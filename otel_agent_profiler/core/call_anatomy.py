@@ -95,7 +95,8 @@ def _client_of(span: SpanProfile) -> tuple[SpanProfile, list[SpanProfile]] | Non
     parent = span.parent
     while parent is not None:
         if parent.category == LLM and not is_server_span(parent.record):
-            return parent, between
+            # A copy of the call, or its HTTP request (``core.call_parts``), stands for the call.
+            return parent.same_call_as or parent, between
         between.append(parent)
         parent = parent.parent
     return None
@@ -173,15 +174,21 @@ def _streamed_response(call_parts: dict[str, SpanProfile], anomaly: Anomaly) -> 
 
 
 def calls_of(spans: list[SpanProfile]) -> list[SpanProfile]:
-    """The distinct LLM calls among ``spans``: a server (or transport) span stands for its client's call."""
+    """The distinct LLM calls among ``spans``: a copy of a call, its transport, server or wrapper span
+    stands for the call (``same_call_as``), and an LLM span that calls no model (``core.same_call``) for
+    none, unless no span is a call."""
     seen: set[int] = set()
     calls: list[SpanProfile] = []
     for span in spans:
-        call = span.same_call_as or span
+        call = span.same_call_as
+        if call is None:
+            if span.category == LLM and not span.counted:
+                continue
+            call = span
         if id(call) not in seen:
             seen.add(id(call))
             calls.append(call)
-    return calls
+    return calls or spans[:1]
 
 
 def _call_spans_below(client: SpanProfile) -> list[SpanProfile]:

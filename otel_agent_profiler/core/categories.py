@@ -91,6 +91,11 @@ def classify(name: str, attributes: Mapping[str, AttributeValue]) -> str:
         if category is not None:
             return category
 
+    # Google ADK 1.x writes each model call as a ``call_llm`` span with the model and token usage but
+    # no operation name.
+    if name == "call_llm" and ("gen_ai.request.model" in attributes or "gcp.vertex.agent.llm_request" in attributes):
+        return LLM
+
     if attributes.get("mcp.method.name") == "tools/call":
         return TOOL
 

@@ -7,6 +7,7 @@ Each fact has several spellings across the GenAI, OpenInference and Traceloop co
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -40,6 +41,9 @@ _STREAMING_KEYS = ("gen_ai.is_streaming", "llm.is_streaming", "gen_ai.request.st
 # Seconds, as span attributes: the GenAI convention's attribute, and the name of its metric,
 # which pydantic-ai writes on the span as well.
 _TTFC_SECONDS_KEYS = ("gen_ai.response.time_to_first_chunk", "gen_ai.client.operation.time_to_first_chunk")
+# Milliseconds, as a span attribute: Strands writes the server's time to first token on each streamed call
+# under the name of the GenAI metric (whose histogram is in seconds; the attribute is not).
+_TTFT_MILLISECONDS_KEYS = ("gen_ai.server.time_to_first_token",)
 
 #: Span events that mark a streamed chunk arriving (OpenLLMetry, OpenInference, our decorators).
 #: Ours, ``agent_profiler.chunk``, is an input convention like the others, so it stays in the core.
@@ -147,8 +151,41 @@ def same_model(a: str | None, b: str | None) -> bool:
     return a == b or strip_snapshot(a) == strip_snapshot(b)
 
 
+#: A per-run id in a span or tool name (CrewAI's ``Crew_<uuid>.kickoff``): a UUID, dashed or not, with the
+#: separator before it. Without it, every run of one operation would be an operation of its own.
+_RUN_ID = re.compile(
+    r"[_\-:.#\s]?(?<![0-9a-fA-F])[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
+    r"(?![0-9a-fA-F])"
+)
+_RUN_ID_MIN_LENGTH = 32
+
+#: The method a framework names a tool span after (DSPy's ``slow_lookup.acall``): the tool is what was called.
+_TOOL_METHOD_SUFFIXES = (
+    ".acall",
+    ".call",
+    ".__call__",
+    ".aforward",
+    ".forward",
+    ".ainvoke",
+    ".invoke",
+    ".arun",
+    ".run",
+)
+
+
+def without_run_ids(name: str) -> str:
+    """``name`` without the per-run ids frameworks put in it: ``Crew_<uuid>.kickoff`` -> ``Crew.kickoff``."""
+    if len(name) < _RUN_ID_MIN_LENGTH:
+        return name
+    stripped = _RUN_ID.sub("", name)
+    return stripped or name
+
+
 def operation_of(category: str, name: str, attributes: Mapping[str, AttributeValue]) -> str:
-    """The low-level operation a span stands for: the model, tool, agent or data source."""
+    """The low-level operation a span stands for: the model, tool, agent or data source.
+
+    Per-run ids are left out of it, and so is the method a tool span is named after.
+    """
     found: str | None = None
     if category in (LLM, EMBEDDING):
         found = model_of(attributes)
@@ -156,11 +193,16 @@ def operation_of(category: str, name: str, attributes: Mapping[str, AttributeVal
         found = _first_str(attributes, _TOOL_NAME_KEYS)
         if found is None and name.startswith("execute_tool "):
             found = name[len("execute_tool ") :]
+        operation = without_run_ids(found or name)
+        for suffix in _TOOL_METHOD_SUFFIXES:
+            if operation.endswith(suffix) and len(operation) > len(suffix):
+                return operation[: -len(suffix)]
+        return operation
     elif category == AGENT:
         found = _first_str(attributes, _AGENT_NAME_KEYS)
     elif category == RETRIEVAL:
         found = _first_str(attributes, _RETRIEVAL_NAME_KEYS)
-    return found or name
+    return without_run_ids(found or name)
 
 
 def token_usage_of(attributes: Mapping[str, AttributeValue], unusable: list[str] | None = None) -> TokenUsage | None:
@@ -179,20 +221,13 @@ def token_usage_of(attributes: Mapping[str, AttributeValue], unusable: list[str]
         and -_COUNT_LIMIT < input_tokens < _COUNT_LIMIT
         and -_COUNT_LIMIT < output_tokens < _COUNT_LIMIT
     ):
-        cached = attributes.get("gen_ai.usage.cache_read.input_tokens")
-        if cached is None:
-            cached = attributes.get("gen_ai.usage.details.cache_read_tokens")
-        reasoning = attributes.get("gen_ai.usage.reasoning.output_tokens")
-        if reasoning is None:
-            reasoning = attributes.get("gen_ai.usage.reasoning_tokens")
-            if reasoning is None:
-                reasoning = attributes.get("gen_ai.usage.details.reasoning_tokens")
-        if (cached is None or (type(cached) is int and _usable_count(cached))) and (
-            reasoning is None or (type(reasoning) is int and _usable_count(reasoning))
-        ):
-            if not (input_tokens or output_tokens or cached or reasoning):
-                return None
-            return TokenUsage(input_tokens, output_tokens, cached or 0, reasoning or 0)
+        # Cached and reasoning counts have several spellings, and a span may carry the input and output
+        # counts in one convention and the details in another: every spelling is read, whichever others are present.
+        cached = _first_int(attributes, _CACHED_INPUT_TOKEN_KEYS, unusable)
+        reasoning = _first_int(attributes, _REASONING_TOKEN_KEYS, unusable)
+        if not (input_tokens or output_tokens or cached or reasoning):
+            return None
+        return TokenUsage(input_tokens, output_tokens, cached, reasoning)
     input_tokens = _first_int(attributes, _INPUT_TOKEN_KEYS, unusable)
     output_tokens = _first_int(attributes, _OUTPUT_TOKEN_KEYS, unusable)
     cached = _first_int(attributes, _CACHED_INPUT_TOKEN_KEYS, unusable)
@@ -211,9 +246,14 @@ def is_streaming(attributes: Mapping[str, AttributeValue]) -> bool:
 
 
 def time_to_first_token_ns(
-    start_ns: int, attributes: Mapping[str, AttributeValue], events: Sequence[SpanEvent]
+    start_ns: int, attributes: Mapping[str, AttributeValue], events: Sequence[SpanEvent], end_ns: int | None = None
 ) -> int | None:
-    """Time from the start of a streaming call to its first chunk, if the span shows it."""
+    """Time from the request of a streaming call to its first chunk, if the span shows it.
+
+    The request is the span's start, except when the span ended before its first chunk arrived
+    (``end_ns`` given): the framework returned a stream object (LlamaIndex's ``astream_chat``), and the
+    request went out when the stream was first read, after the span's end.
+    """
     if events:
         # The earliest chunk, not the first listed: exporters do not promise event order.
         first: int | None = None
@@ -221,11 +261,16 @@ def time_to_first_token_ns(
             if event.name in CHUNK_EVENT_NAMES and (first is None or event.time_ns < first):
                 first = event.time_ns
         if first is not None:
-            return max(0, first - start_ns)
+            requested = end_ns if end_ns is not None and start_ns < end_ns < first else start_ns
+            return max(0, first - requested)
     for key in _TTFC_SECONDS_KEYS:
         nanoseconds = seconds_as_ns(attributes.get(key))
         if nanoseconds is not None:
             return nanoseconds
+    for key in _TTFT_MILLISECONDS_KEYS:
+        nanoseconds = seconds_as_ns(attributes.get(key))
+        if nanoseconds is not None:
+            return nanoseconds // 1000
     return None
 
 

@@ -12,6 +12,11 @@ The forms providers use for snapshots:
 * Anthropic: ``claude-3-5-sonnet-20241022`` (``-YYYYMMDD``), and ``@20241022`` on Vertex AI;
 * moving aliases: ``claude-3-5-sonnet-latest``, Ollama's ``llama3:latest``.
 
+A provider prefix, as LiteLLM-based frameworks (Google ADK, DSPy) write it (``openai/gpt-4o-mini``,
+``openrouter/anthropic/claude-3-5-sonnet``), names who served the model, not another model: the family
+leaves it out, so the call is priced and grouped with the same model named without it. Only known
+providers' names are taken off: ``meta-llama/Llama-3.1-8B`` names an organisation's model and stays.
+
 Anything else, such as an Azure deployment name (``my-gpt4o-prod``), is a name of its own and
 stays as it is: a date is only taken off when it is a real calendar date.
 """
@@ -31,6 +36,44 @@ _MOVING_ALIAS = re.compile(r"^(?P<family>.+?)[-:]latest$")
 
 #: Attributes naming the model that answered, in every convention: where a snapshot is found.
 _RESPONSE_MODEL_KEYS = ("gen_ai.response.model", "llm.model_name", "llm.response.model")
+
+
+#: Provider prefixes of LiteLLM's ``provider/model`` names (and OpenRouter's ``openrouter/vendor/model``).
+PROVIDER_PREFIXES = frozenset(
+    {
+        "anthropic",
+        "azure",
+        "azure_ai",
+        "bedrock",
+        "cohere",
+        "deepseek",
+        "fireworks_ai",
+        "gemini",
+        "groq",
+        "hosted_vllm",
+        "litellm_proxy",
+        "mistral",
+        "ollama",
+        "ollama_chat",
+        "openai",
+        "openrouter",
+        "perplexity",
+        "together_ai",
+        "vertex_ai",
+        "vllm",
+        "xai",
+    }
+)
+
+
+def without_provider(model: str) -> str:
+    """``model`` without the provider prefixes LiteLLM-style names carry: ``openai/gpt-4o-mini`` -> ``gpt-4o-mini``."""
+    while "/" in model:
+        prefix, _, rest = model.partition("/")
+        if prefix.lower() not in PROVIDER_PREFIXES or not rest:
+            break
+        model = rest
+    return model
 
 
 def _is_month(month: int) -> bool:
@@ -58,8 +101,10 @@ def model_family(model: str) -> str:
 
     ``gpt-4o-mini-2024-07-18`` -> ``gpt-4o-mini``, ``claude-3-5-sonnet-20241022`` ->
     ``claude-3-5-sonnet``, ``gpt-4-0613`` -> ``gpt-4``, ``claude-3-5-sonnet-latest`` ->
-    ``claude-3-5-sonnet``; ``gpt-4o``, ``my-gpt4o-deployment`` and ``o1-preview`` are unchanged.
+    ``claude-3-5-sonnet``, ``openai/gpt-4o-mini`` -> ``gpt-4o-mini``; ``gpt-4o``,
+    ``my-gpt4o-deployment`` and ``o1-preview`` are unchanged.
     """
+    model = without_provider(model)
     alias = _MOVING_ALIAS.match(model)
     if alias is not None:
         return alias["family"]
@@ -70,7 +115,7 @@ def model_family(model: str) -> str:
 @lru_cache(maxsize=4096)
 def is_snapshot(model: str) -> bool:
     """Whether ``model`` names a dated snapshot (``gpt-4o-2024-08-06``), not a family or alias."""
-    return _without_date(model) is not None
+    return _without_date(without_provider(model)) is not None
 
 
 def snapshot_of(attributes: Mapping[str, AttributeValue], model: str | None) -> str | None:
@@ -78,10 +123,10 @@ def snapshot_of(attributes: Mapping[str, AttributeValue], model: str | None) -> 
     if model is None:
         return None
     if is_snapshot(model):
-        return model
+        return without_provider(model)
     family = model_family(model)
     for key in _RESPONSE_MODEL_KEYS:
         value = attributes.get(key)
         if isinstance(value, str) and is_snapshot(value) and model_family(value) == family:
-            return value
+            return without_provider(value)
     return None

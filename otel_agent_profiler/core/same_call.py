@@ -23,7 +23,8 @@ with nested spans. Real exports show two more ways a trace counts calls that nev
   when the span names none) does. Alone, such a span is still a call: an instrumentation may
   hide content and record no usage.
 
-Only ``SpanProfile.counted`` changes: times, self times and the critical path stay as they are.
+Only ``SpanProfile.counted`` and ``same_call_as`` (of a copy: the span counted for its call) change here;
+times, self times and the critical path stay as they are, and ``aggregate`` counts a call's time once.
 """
 
 from __future__ import annotations
@@ -142,6 +143,8 @@ def mark_side_by_side_duplicates(spans: list[SpanProfile]) -> None:
         keep = max(group, key=_preference)
         for span in group:
             span.counted = span is keep
+            if span is not keep:
+                span.same_call_as = keep
 
 
 def _overlapping_pairs(candidates: list[SpanProfile]) -> list[tuple[tuple[bool, int], SpanProfile, SpanProfile]]:
@@ -186,10 +189,10 @@ def _may_be_one_call(a: SpanProfile, b: SpanProfile) -> bool:
     if a_usage is not None and b_usage is not None:  # noqa: SIM102 (one condition per line reads better)
         if (a_usage.input, a_usage.output) != (b_usage.input, b_usage.output):
             return False
-    return not _nested(a, b)
+    return not is_nested(a, b)
 
 
-def _nested(a: SpanProfile, b: SpanProfile) -> bool:
+def is_nested(a: SpanProfile, b: SpanProfile) -> bool:
     """Whether one of the spans is an ancestor of the other."""
     if a.depth == b.depth:
         return False

@@ -43,6 +43,9 @@ def span_to_dict(
         "on_critical_path": span.on_critical_path,
         "ended": span.ended,
         "counted": span.counted,
+        # The span counted for the call this span is part of (a copy, its HTTP request, a server's or a
+        # wrapper's span): which spans make one call.
+        "same_call_as": span.same_call_as.record.span_id if span.same_call_as is not None else None,
         "model": span.model,
         "model_snapshot": span.model_snapshot,
         "tokens": span.tokens.to_dict() if span.tokens is not None else None,

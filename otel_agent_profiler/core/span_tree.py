@@ -173,6 +173,14 @@ def build_tree(records: list[SpanRecord]) -> tuple[list[SpanProfile], list[SpanP
     return ordered, roots, anomalies
 
 
+def depth_first(spans: Iterable[SpanProfile]) -> list[SpanProfile]:
+    """``spans`` (a whole tree) in depth-first order, children by start time; sets each span's depth.
+
+    For a tree changed after ``build_tree`` (``core.call_parts`` moves a call under its wrapper).
+    """
+    return _order({span.record.span_id: span for span in spans})
+
+
 def _order(nodes: dict[str, SpanProfile]) -> list[SpanProfile]:
     """The spans reachable from a root, depth first; sets each span's depth."""
     roots = [node for node in nodes.values() if node.parent is None]

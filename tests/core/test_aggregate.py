@@ -72,6 +72,72 @@ def test_nested_pair_same_model_counts_once() -> None:
     assert (nodes["outer"].counted, nodes["inner"].counted) == (False, True)
 
 
+def test_nested_pair_the_more_complete_usage_is_counted() -> None:
+    # pydantic-ai under zero-code, a streamed call: pydantic-ai's span records the reasoning tokens,
+    # Traceloop's inner span of the same call does not.
+    reasoning = {"gen_ai.usage.details.reasoning_tokens": 14}
+    trace = profile(
+        [
+            agent("root", None, 0, 1_000),
+            chat("pydantic", "root", 100, 900, "o4-mini", attributes={**usage(23, 46), **reasoning}),
+            chat("openai.chat", "pydantic", 150, 850, "o4-mini", attributes=usage(23, 46)),
+        ]
+    )
+    nodes = by_name(trace)
+    assert (nodes["pydantic"].counted, nodes["openai.chat"].counted) == (True, False)
+    assert nodes["openai.chat"].same_call_as is nodes["pydantic"]
+    assert trace.tokens == TokenUsage(input=23, output=46, reasoning=14)
+    # The call's duration is counted once.
+    assert trace.categories["llm"].duration_ns == 800
+
+
+def test_nested_pair_provider_prefixed_model_is_one_call() -> None:
+    # DSPy's LM.acall names gpt-4o-mini, LiteLLM's acompletion inside it openai/gpt-4o-mini.
+    trace = profile(
+        [
+            agent("root", None, 0, 1_000),
+            oi_llm("LM.acall", "root", 100, 900, "gpt-4o-mini"),
+            chat("acompletion", "LM.acall", 150, 850, "openai/gpt-4o-mini", attributes=usage(120, 12)),
+        ]
+    )
+    assert trace.llm_calls == 1
+    assert list(trace.tokens_by_model) == ["gpt-4o-mini"]
+
+
+def tool(name: str, parent: str, start: int, end: int, tool_name: str) -> object:
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool_name}
+    return span(name, parent, start, end, attributes=attributes)
+
+
+def test_nested_spans_of_one_tool_call_count_once() -> None:
+    # AutoGen: a framework span and the tool's own span for each of 3 tool calls.
+    records = [agent("root", None, 0, 1_000)]
+    for index in range(3):
+        start = 100 + index * 300
+        records += [
+            tool(f"outer{index}", "root", start, start + 200, "lookup"),
+            tool(f"inner{index}", f"outer{index}", start + 10, start + 190, "lookup"),
+        ]
+    trace = profile(records)
+    nodes = by_name(trace)
+    assert trace.categories["tool"].count == 3
+    assert trace.operations[("tool", "lookup")].count == 3
+    assert nodes["outer0"].same_call_as is nodes["inner0"]
+
+
+def test_adk_merged_tool_span_is_no_tool_call() -> None:
+    trace = profile(
+        [
+            agent("root", None, 0, 1_000),
+            tool("execute_tool slow", "root", 100, 600, "slow"),
+            tool("execute_tool fast", "root", 100, 200, "fast"),
+            span("execute_tool (merged)", "root", 600, 601, attributes={"gen_ai.operation.name": "execute_tool"}),
+        ]
+    )
+    assert trace.categories["tool"].count == 2
+    assert trace.operations[("tool", "(merged)")].count == 0
+
+
 def test_nested_pair_only_inner_has_usage() -> None:
     trace = profile(
         [

@@ -6,7 +6,7 @@ The rules are checked in a fixed order and the first match wins:
 2. ``gen_ai.operation.name`` (known values, or any value ending in ``_memory``);
 3. ``openinference.span.kind``;
 4. ``traceloop.span.kind``, then ``llm.request.type``, then ``mcp.method.name == "tools/call"``,
-   then ``db.system`` on a span that mentions memory;
+   then a Google ADK ``call_llm`` span naming a model, then ``db.system`` on a span that mentions memory;
 5. otherwise ``internal``.
 """
 
@@ -75,7 +75,22 @@ RULE_CASES = [
     case("mcp.method.name=tools/call", {MCP_METHOD: "tools/call"}, "tool"),
     case("mcp.method.name=tools/list-falls-through", {MCP_METHOD: "tools/list"}, "internal"),
     case("mcp.method.name=initialize-falls-through", {MCP_METHOD: "initialize"}, "internal"),
-    # 4d. db.system on a span that says "memory" (in its name, an attribute key or a string value).
+    # 4d. Google ADK 1.x: model calls are ``call_llm`` spans with the model and usage, no operation name.
+    case(
+        "adk-call_llm",
+        {
+            "gen_ai.system": "gcp.vertex.agent",
+            "gen_ai.request.model": "gemini-2.0-flash",
+            "gen_ai.usage.input_tokens": 1024,
+            "gen_ai.usage.output_tokens": 30,
+            "gcp.vertex.agent.llm_request": "{}",
+        },
+        "llm",
+        name="call_llm",
+    ),
+    case("call_llm-naming-no-model-falls-through", {"gen_ai.system": "gcp.vertex.agent"}, "internal", "call_llm"),
+    case("model-on-another-name-falls-through", {"gen_ai.request.model": "gpt-4o"}, "internal", "call_model"),
+    # 4e. db.system on a span that says "memory" (in its name, an attribute key or a string value).
     case("db.system+memory-in-name", {DB_SYSTEM: "redis"}, "memory", name="memory.search"),
     case("db.system+memory-in-name-any-case", {DB_SYSTEM: "redis"}, "memory", name="Load Memory"),
     case("db.system+memory-in-attribute-key", {DB_SYSTEM: "postgresql", "agent.memory.kind": "episodic"}, "memory"),

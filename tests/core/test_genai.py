@@ -102,6 +102,22 @@ def test_same_model_rejects_different_models(a: str | None, b: str | None) -> No
         pytest.param(
             "internal", "parse", {"gen_ai.request.model": "gpt-4o"}, "parse", id="internal-is-span-name-not-model"
         ),
+        pytest.param(
+            "agent",
+            "Crew_3f2b9c1e-1234-4abc-9def-0123456789ab.kickoff",
+            {},
+            "Crew.kickoff",
+            id="crewai-per-run-uuid-left-out",
+        ),
+        pytest.param(
+            "agent", "Task_0af7651916cd43dd8448eb211c80319c_execute", {}, "Task_execute", id="undashed-run-id-left-out"
+        ),
+        pytest.param("tool", "slow_lookup.acall", {}, "slow_lookup", id="dspy-tool-method-suffix-left-out"),
+        pytest.param(
+            "tool", "FunctionTool.acall", {"tool.name": "slow_search"}, "slow_search", id="tool-name-beats-method-name"
+        ),
+        pytest.param("agent", "Agent.run", {}, "Agent.run", id="agent-keeps-its-method"),
+        pytest.param("agent", "build-2024", {}, "build-2024", id="short-numbers-are-not-run-ids"),
     ],
 )
 def test_operation_of(category: str, name: str, attributes: dict[str, object], expected: str) -> None:
@@ -218,6 +234,27 @@ def test_operation_of(category: str, name: str, attributes: dict[str, object], e
             id="llm.token_count.prompt_details.cache_read/completion_details.reasoning-openinference",
         ),
         pytest.param(
+            # the older Traceloop spelling, next to the input and output counts
+            {
+                "gen_ai.usage.input_tokens": 1300,
+                "gen_ai.usage.output_tokens": 20,
+                "gen_ai.usage.cache_read_input_tokens": 1152,
+            },
+            TokenUsage(input=1300, output=20, cached_input=1152),
+            id="gen_ai.usage.cache_read_input_tokens-beside-input-output",
+        ),
+        pytest.param(
+            # OpenInference's details on a span that carries GenAI's input and output counts too
+            {
+                "gen_ai.usage.input_tokens": 1100,
+                "gen_ai.usage.output_tokens": 60,
+                "llm.token_count.prompt_details.cache_read": 1024,
+                "llm.token_count.completion_details.reasoning": 18,
+            },
+            TokenUsage(input=1100, output=60, cached_input=1024, reasoning=18),
+            id="openinference-details-beside-genai-input-output",
+        ),
+        pytest.param(
             {"gen_ai.usage.input_tokens": 10},
             TokenUsage(input=10),
             id="input-only",
@@ -320,6 +357,15 @@ START = 1_700_000_000_000_000_000
         pytest.param(
             {"gen_ai.client.operation.time_to_first_chunk": float("nan")}, [], None, id="nan-client-operation-ttfc"
         ),
+        # Strands: the server's time to first token, in milliseconds, on each streamed call's span
+        pytest.param({"gen_ai.server.time_to_first_token": 310}, [], 310_000_000, id="strands-server-ttft-ms"),
+        pytest.param(
+            {"gen_ai.server.time_to_first_token": 310, "gen_ai.response.time_to_first_chunk": 0.4},
+            [],
+            400_000_000,
+            id="client-side-ttfc-beats-server-ttft",
+        ),
+        pytest.param({"gen_ai.server.time_to_first_token": -5}, [], None, id="negative-server-ttft-ignored"),
     ],
 )
 def test_time_to_first_token_ns(attributes: dict[str, object], events: list[SpanEvent], expected: int | None) -> None:
@@ -360,3 +406,25 @@ def test_time_to_first_token_on_profiled_spans() -> None:
     assert nodes["blocking"].streaming is False
     assert nodes["tool"].time_to_first_token_ns is None
     assert nodes["root"].time_to_first_token_ns is None
+
+
+def test_time_to_first_token_of_a_stream_object_counts_from_the_request() -> None:
+    # LlamaIndex's astream_chat (OpenInference) ends when it returns the stream object; the request goes out
+    # when the stream is first read, after the span's end (its first-token event comes later still).
+    stream_span = with_events(
+        span(
+            "astream",
+            "root",
+            START + 1_409_200_000,
+            START + 1_433_700_000,
+            attributes={"openinference.span.kind": "LLM", "llm.model_name": "o4-mini"},
+        ),
+        ("First Token Stream Event", START + 1_590_200_000),
+    )
+    trace = profile([span("root", None, START, START + 1_800_000_000), stream_span])
+    assert by_name(trace)["astream"].time_to_first_token_ns == 156_500_000
+
+
+def test_time_to_first_token_of_a_span_open_until_its_first_chunk_counts_from_its_start() -> None:
+    chunk = [SpanEvent(CHUNK, START + 300)]
+    assert time_to_first_token_ns(START, {}, chunk, START + 1_000) == 300

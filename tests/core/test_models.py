@@ -34,6 +34,14 @@ from tests.support.span_builders import by_name, span
         ("gpt4o-prod-2024", "gpt4o-prod-2024", False),
         ("deployment-2048", "deployment-2048", False),
         ("gpt-4o-2024-13-01", "gpt-4o-2024-13-01", False),  # no 13th month
+        # LiteLLM's provider prefixes (ADK, DSPy) name who served the model, not another model.
+        ("openai/gpt-4o-mini", "gpt-4o-mini", False),
+        ("openai/gpt-4o-mini-2024-07-18", "gpt-4o-mini", True),
+        ("openrouter/anthropic/claude-3-5-sonnet-20241022", "claude-3-5-sonnet", True),
+        ("gemini/gemini-2.0-flash", "gemini-2.0-flash", False),
+        # An organisation's model on a hub is a name of its own.
+        ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", False),
+        ("openai/", "openai/", False),
     ],
 )
 def test_model_family(model: str, family: str, snapshot: bool) -> None:
@@ -145,6 +153,36 @@ def test_a_snapshot_priced_apart_from_its_family_gets_its_own_price() -> None:
     trace = profile_trace(records, prices=prices)
     assert by_name(trace)["old"].model == "gpt-4o"
     assert trace.cost_by_model == {"gpt-4o": pytest.approx(5.0)}
+
+
+def test_a_provider_prefixed_model_is_priced_and_grouped_with_its_model() -> None:
+    # DSPy's LM.acall names gpt-4o-mini, LiteLLM's acompletion below it openai/gpt-4o-mini: one model, one price.
+    records = [
+        span("root", None, 0, 10_000),
+        span(
+            "dspy",
+            "root",
+            0,
+            4_000,
+            attributes={"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini"},
+        ),
+        span(
+            "litellm",
+            "root",
+            5_000,
+            9_000,
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "openai/gpt-4o-mini",
+                "gen_ai.usage.input_tokens": 1_000_000,
+                "gen_ai.usage.output_tokens": 0,
+            },
+        ),
+    ]
+    trace = profile_trace(records, prices=offline_prices(None))
+    assert by_name(trace)["litellm"].model == "gpt-4o-mini"
+    assert [op for (category, op) in trace.operations if category == "llm"] == ["gpt-4o-mini"]
+    assert trace.cost_by_model == {"gpt-4o-mini": pytest.approx(BUILT_IN_PRICES["gpt-4o-mini"].input)}
 
 
 def test_azure_deployment_name_is_kept() -> None:

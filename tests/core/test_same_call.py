@@ -116,15 +116,24 @@ def test_langchain_s_span_and_the_client_s_spans_apart_in_the_tree_count_one_cal
     assert trace.tokens_by_model == {"o4-mini": TokenUsage(1363, 31, 0, 9)}
     # equal usage: the span closest to the wire (the latest to start) is the one counted
     assert counted(trace) == ["ChatCompletion"]
+    # The critical path runs through LangChain's copy: the call and its tokens are on it all the same.
+    assert not by_name(trace)["ChatCompletion"].on_critical_path
+    assert trace.critical_path_tokens == TokenUsage(1363, 31, 0, 9)
 
 
-def test_only_counting_changes_self_time_and_critical_path_stay() -> None:
-    # Without scopes the spans cannot be told apart as one call: the times must not depend on it.
+def test_spans_keep_their_times_and_the_call_s_time_is_counted_once() -> None:
+    # Without scopes the spans cannot be told apart as one call: each span's times must not depend on it.
     merged, apart = profile(LANGGRAPH_ZERO_CODE), profile(unscoped(LANGGRAPH_ZERO_CODE))
     assert apart.llm_calls == 2
     assert timings(merged) == timings(apart)
-    assert merged.categories["llm"].self_time_ns == apart.categories["llm"].self_time_ns
     assert merged.categories["llm"].critical_path_ns == apart.categories["llm"].critical_path_ns
+    # Apart, the call's time is LLM time twice: 435.5 ms in a call of 219.2 ms. Merged, LangChain's copy
+    # adds only its time outside the counted span (ChatCompletion); openai.chat its own 3.4 ms around it.
+    assert apart.categories["llm"].self_time_ns == 435_500_000
+    chat_openai_outside = round(((587.4 - 368.2) - (585.5 - 372.6)) * MS)
+    assert merged.categories["llm"].self_time_ns == chat_openai_outside + round((586.1 - 369.8) * MS)
+    by_span = {s.name: s.same_call_as.name if s.same_call_as else None for s in merged.spans if s.category == "llm"}
+    assert by_span == {"ChatOpenAI": "ChatCompletion", "openai.chat": "ChatCompletion", "ChatCompletion": None}
 
 
 def test_the_span_with_the_most_complete_usage_is_counted() -> None:

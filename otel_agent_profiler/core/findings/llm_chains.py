@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..call_parts import llm_calls_among
 from ..categories import LLM
 from ..genai import TokenUsage
 from ..profile import SpanProfile, TraceProfile
@@ -40,7 +41,8 @@ def find_sequential_llm_chains(
     (other steps may run between them): a round trip each."""
     findings: list[Finding] = []
     for parent in profile.spans:
-        llm_children = [c for c in parent.children if c.category == LLM]
+        # One span per call: copies of a call and spans that call no model are not calls of their own.
+        llm_children = llm_calls_among(parent.children)
         for run in _sequential_runs(llm_children):
             if len(run) >= max(options.min_llm_chain, 2):
                 findings.append(_chain_finding(profile, parent, run, schedule))

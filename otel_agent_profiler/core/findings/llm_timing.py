@@ -6,6 +6,7 @@ of one agent, and the share of input tokens served from the prefix cache.
 
 from __future__ import annotations
 
+from ..call_parts import llm_calls_among
 from ..categories import LLM
 from ..genai import TokenUsage, records_cached_input
 from ..intervals import union_length
@@ -104,7 +105,8 @@ def find_llm_gaps(
     spans: dict[str, SpanProfile] = {}
     total = total_covered = 0
     for parent in profile.spans:
-        llm_children = [c for c in parent.children if c.category == LLM]
+        # One span per call: copies of a call and spans that call no model are not calls of their own.
+        llm_children = llm_calls_among(parent.children)
         for index in range(1, len(llm_children)):
             before, after = llm_children[index - 1], llm_children[index]
             if after.start_ns < before.end_ns:
