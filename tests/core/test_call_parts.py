@@ -215,4 +215,4 @@ def test_findings_name_each_call_once_however_many_spans_describe_it() -> None:
     titles = [finding.title for finding in find_all(trace)]
     assert titles[0].startswith("The 4 o4-mini calls hold"), titles
     (chain,) = find_sequential_llm_chains(trace)
-    assert chain.title.startswith("4 LLM calls ran one after another"), chain.title
+    assert chain.title.startswith("4 LLM calls under 'agent' ran one after another"), chain.title

@@ -179,7 +179,7 @@ def test_a_provider_prefixed_model_is_priced_and_grouped_with_its_model() -> Non
             },
         ),
     ]
-    trace = profile_trace(records, prices=offline_prices(None))
+    trace = profile_trace(records, prices=with_built_in_prices(None))
     assert by_name(trace)["litellm"].model == "gpt-4o-mini"
     assert [op for (category, op) in trace.operations if category == "llm"] == ["gpt-4o-mini"]
     assert trace.cost_by_model == {"gpt-4o-mini": pytest.approx(BUILT_IN_PRICES["gpt-4o-mini"].input)}
