@@ -149,10 +149,18 @@ PLAIN_LAYOUT_SPAN_TYPES: frozenset[type[ReadableSpan]] = frozenset(
 #: The SDK's own configurator, which the profiler's extends.
 SdkConfigurator = _OTelSDKConfigurator
 
+
+def _sdk_setup_takes_span_processors() -> bool:
+    setup = getattr(sdk_configuration, "_initialize_components", None)
+    try:
+        parameters = inspect.signature(setup).parameters  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # not there, or not a function: nothing to pass processors to
+        return False
+    return "span_processors" in parameters and "export_span_processor" in parameters
+
+
 #: Whether the SDK's setup takes the processors a configurator adds (SDK 1.40 and later).
-SDK_SETUP_TAKES_SPAN_PROCESSORS: bool = {"span_processors", "export_span_processor"} <= set(
-    inspect.signature(sdk_configuration._initialize_components).parameters
-)
+SDK_SETUP_TAKES_SPAN_PROCESSORS: bool = _sdk_setup_takes_span_processors()
 
 
 def configure_sdk(configurator: SdkConfigurator, **kwargs: Any) -> None:

@@ -82,7 +82,7 @@ class Recorder(SpanProcessor):
         self.shutdowns += 1
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        # SpanProcessor's own returned None before SDK 1.3x, which fails the provider's flush.
+        # SpanProcessor's own returns None in older SDKs (1.40 among them), which fails the provider's flush.
         return True
 
 
