@@ -6,6 +6,9 @@ and where there is no public road at all (putting a processor in front of a prov
 exporting processors, naming an exporter's endpoint). Each such use is named here, with the
 code that depends on it. ``tests/plugin/test_sdk_internals.py`` checks every one against the installed
 SDK, so an SDK release that changes one fails there, by name, rather than somewhere downstream.
+The plugin supports every SDK from 1.28 on (pyproject.toml), and where the layout differs between
+releases, each layout is handled here; ``scripts/test`` runs the plugin's tests on the oldest and the
+newest supported SDK.
 
 Callers keep a public fallback for each (except the configurator, which is the SDK's documented
 extension point for distributions): an unexpected layout makes them slower or less capable,
@@ -14,11 +17,13 @@ never wrong.
 
 from __future__ import annotations
 
+import inspect
 from collections import deque
 from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
+from opentelemetry.sdk import _configuration as sdk_configuration
 from opentelemetry.sdk import trace as sdk_trace
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
@@ -30,6 +35,7 @@ __all__ = [
     "EVENTS_FIELD",
     "LINKS_FIELD",
     "PLAIN_LAYOUT_SPAN_TYPES",
+    "SDK_SETUP_TAKES_SPAN_PROCESSORS",
     "SdkConfigurator",
     "batch_queue",
     "configure_sdk",
@@ -68,16 +74,18 @@ def replace_span_processors(
     return True
 
 
-# -- a batching processor's queue (plugin/processor.py) --------------------------------------------
-# ``BatchSpanProcessor`` hands spans to a ``BatchProcessor`` (``_batch_processor``) that queues them
-# in ``_queue``, a ``deque`` whose ``maxlen`` is the queue size: a span added to a full queue pushes
-# the oldest out ("Queue full, dropping Span"). Nothing public tells how full it is, and the
-# profiler, which hands a whole trace over at once, must wait for room rather than lose spans.
+# -- a batching processor's queue (plugin/downstream.py) -------------------------------------------
+# Since SDK 1.34 ``BatchSpanProcessor`` hands spans to a ``BatchProcessor`` (``_batch_processor``)
+# that queues them in ``_queue``; before, it queued them itself, in ``queue``. Either is a ``deque``
+# whose ``maxlen`` is the queue size: a span added to a full queue pushes the oldest out ("Queue
+# full, dropping Span"). Nothing public tells how full it is, and the profiler, which hands a whole
+# trace over at once, must wait for room rather than lose spans.
 
 
 def batch_queue(processor: SpanProcessor) -> deque[Any] | None:
     """The bounded queue of a ``BatchSpanProcessor`` (or a subclass), or None for any other processor."""
-    queue = getattr(getattr(processor, "_batch_processor", None), "_queue", None)
+    batch_processor = getattr(processor, "_batch_processor", None)
+    queue = getattr(processor, "queue", None) if batch_processor is None else getattr(batch_processor, "_queue", None)
     return queue if isinstance(queue, deque) and queue.maxlen is not None else None
 
 
@@ -134,10 +142,25 @@ PLAIN_LAYOUT_SPAN_TYPES: frozenset[type[ReadableSpan]] = frozenset(
 # ``opentelemetry-instrument`` runs the first ``opentelemetry_configurator`` entry point; a
 # distribution's configurator subclasses the SDK's (``_OTelSDKConfigurator``), overrides its
 # ``_configure(**kwargs)`` hook and passes ``span_processors`` and ``export_span_processor`` on to
-# the SDK's setup (``_initialize_components``).
+# the SDK's setup (``_initialize_components``). The setup takes those two only since SDK 1.40; an
+# older one rejects them, so the profiler's configurator runs it as it is and then wires the
+# profiler into the provider it made.
 
 #: The SDK's own configurator, which the profiler's extends.
 SdkConfigurator = _OTelSDKConfigurator
+
+
+def _sdk_setup_takes_span_processors() -> bool:
+    setup = getattr(sdk_configuration, "_initialize_components", None)
+    try:
+        parameters = inspect.signature(setup).parameters  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # not there, or not a function: nothing to pass processors to
+        return False
+    return "span_processors" in parameters and "export_span_processor" in parameters
+
+
+#: Whether the SDK's setup takes the processors a configurator adds (SDK 1.40 and later).
+SDK_SETUP_TAKES_SPAN_PROCESSORS: bool = _sdk_setup_takes_span_processors()
 
 
 def configure_sdk(configurator: SdkConfigurator, **kwargs: Any) -> None:

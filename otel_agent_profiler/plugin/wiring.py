@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from typing_extensions import Unpack
 
+from .. import _sdk_internals
 from .._sdk_internals import SdkConfigurator, configure_sdk, replace_span_processors, span_processors
 from ..errors import handle_internal_errors
 from .config import ProfilerOptions, enabled_in_environment
@@ -159,6 +160,12 @@ class AgentProfilerConfigurator(SdkConfigurator):
             return
         os.environ.setdefault(OTEL_TRACES_EXPORTER, "otlp")
         os.environ.setdefault(OTEL_METRICS_EXPORTER, "otlp")
+        if not _sdk_internals.SDK_SETUP_TAKES_SPAN_PROCESSORS:
+            # An SDK before 1.40 adds its exporting processors itself: put the profiler in front of
+            # them afterwards, as the hook does behind another configurator.
+            configure_sdk(self, **kwargs)
+            post_instrument()
+            return
         profiler: AgentProfilerSpanProcessor | None = None
         with handle_internal_errors("configurator"):
             profiler = AgentProfilerSpanProcessor()

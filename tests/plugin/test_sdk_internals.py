@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
+from importlib.metadata import version
 
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
@@ -89,7 +90,10 @@ def test_batch_span_processor_keeps_its_spans_in_a_bounded_deque() -> None:
     )
     try:
         queue = internals.batch_queue(processor)
-        assert queue is not None, changed("BatchSpanProcessor._batch_processor._queue", "the processor's pacing")
+        assert queue is not None, changed(
+            "BatchSpanProcessor._batch_processor._queue (BatchSpanProcessor.queue before SDK 1.34)",
+            "the processor's pacing",
+        )
         assert queue.maxlen == 7, changed("the batch queue's maxlen", "the processor's pacing")
         provider = TracerProvider()
         provider.add_span_processor(processor)
@@ -194,5 +198,14 @@ def test_the_sdk_configurator_has_the_hook_and_arguments_the_profiler_uses() -> 
     initialize = getattr(sdk_configuration, "_initialize_components", None)
     assert initialize is not None, changed("opentelemetry.sdk._configuration._initialize_components", used_by)
     parameters = inspect.signature(initialize).parameters
-    for name in ("span_processors", "export_span_processor"):
-        assert name in parameters, changed(f"the {name} argument of _initialize_components", used_by)
+    takes_processors = "span_processors" in parameters and "export_span_processor" in parameters
+    assert internals.SDK_SETUP_TAKES_SPAN_PROCESSORS is takes_processors
+    # Older SDKs lack them (the configurator then wires in after the setup); from 1.40 on they are expected.
+    if _sdk_version() >= (1, 40):
+        for name in ("span_processors", "export_span_processor"):
+            assert name in parameters, changed(f"the {name} argument of _initialize_components", used_by)
+
+
+def _sdk_version() -> tuple[int, int]:
+    major, minor = version("opentelemetry-sdk").split(".")[:2]
+    return int(major), int(minor)

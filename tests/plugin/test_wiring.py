@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,6 +80,10 @@ class Recorder(SpanProcessor):
 
     def shutdown(self) -> None:
         self.shutdowns += 1
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        # SpanProcessor's own returns None in older SDKs (1.40 among them), which fails the provider's flush.
+        return True
 
 
 class CountingExporter(InMemorySpanExporter):
@@ -459,6 +464,45 @@ def _assert_enriched_once(stdout: str) -> dict[str, dict[str, Any]]:
 @pytest.mark.e2e
 def test_configurator_exports_enriched_spans_to_the_console() -> None:
     result = _run(_CONFIGURE + _MAKE_SPANS, OTEL_TRACES_EXPORTER="console", OTEL_METRICS_EXPORTER="none")
+    _assert_enriched_once(result.stdout)
+
+
+# An SDK before 1.40, whose setup takes no processors: the setup is the current one without them.
+_OLD_SDK_SETUP = """
+from opentelemetry.sdk import _configuration
+from otel_agent_profiler import _sdk_internals
+setup = _configuration._initialize_components
+def setup_without_processors(span_processors=None, export_span_processor=None, **kwargs):
+    assert span_processors is None and export_span_processor is None, "processors passed to an old SDK's setup"
+    setup(**kwargs)
+_configuration._initialize_components = setup_without_processors
+_sdk_internals.SDK_SETUP_TAKES_SPAN_PROCESSORS = False
+"""
+
+
+@pytest.mark.e2e
+def test_configurator_on_an_sdk_whose_setup_takes_no_processors_wires_in_after_it() -> None:
+    result = _run(
+        _OLD_SDK_SETUP + _CONFIGURE + _MAKE_SPANS, OTEL_TRACES_EXPORTER="console", OTEL_METRICS_EXPORTER="none"
+    )
+    _assert_enriched_once(result.stdout)
+
+
+@pytest.mark.e2e
+def test_opentelemetry_instrument_runs_the_profilers_configurator() -> None:
+    # The real zero-code start, with the installed SDK and instrumentation: the entry points are
+    # found, and the spans reach the console exporter enriched, once.
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTEST"))}
+    environ.update(OTEL_TRACES_EXPORTER="console", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+    instrument = str(Path(sys.executable).with_name("opentelemetry-instrument"))
+    result = subprocess.run(
+        [instrument, sys.executable, "-c", textwrap.dedent(_MAKE_SPANS)],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
     _assert_enriched_once(result.stdout)
 
 
