@@ -56,8 +56,9 @@ DESCRIPTION = (
     "HTTP connections: at most 100 open at once, closed after 10 s without data. "
     "Stops on Ctrl-C or SIGTERM after profiling and forwarding what it holds, for up to --shutdown-grace "
     "seconds; exits 1 if spans it accepted could not be delivered (logged with their count), 2 if it cannot "
-    "start (a port in use, unreadable TLS or token files, a bad upstream). TLS and a "
-    "bearer token are optional and off by default."
+    "start (a port in use, unreadable TLS or token files, a bad upstream, an upstream header, certificate or "
+    "variable that cannot be used). TLS and a bearer token are optional and off by default; the upstream's "
+    "credentials (headers, CA, client certificate) too."
 )
 
 
