@@ -119,7 +119,8 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--upstream-ca",
         metavar="PATH",
-        help="PEM CA certificate(s) to verify an https:// upstream with (default: the system's CA certificates)",
+        help="PEM CA certificate(s) to verify an https:// upstream with, instead of the public CAs (the system's "
+        "for HTTP, gRPC's own for gRPC; default)",
     )
     serve.add_argument(
         "--upstream-client-cert",

@@ -87,7 +87,7 @@ class ServeConfig:
     #: ``gzip`` or ``none``; None: from ``OTEL_EXPORTER_OTLP_<SIGNAL>_COMPRESSION``, else
     #: ``OTEL_EXPORTER_OTLP_COMPRESSION``, else none.
     upstream_compression: str | None = None
-    #: PEM CA certificate(s) the upstream's certificate is verified against (default: the system's); https only.
+    #: PEM CA certificate(s) the upstream's certificate is verified against (default: the public CAs); https only.
     upstream_ca: str | None = None
     #: PEM client certificate and its unencrypted key, shown to an upstream that asks for one; both or neither.
     upstream_client_cert: str | None = None
@@ -251,11 +251,11 @@ class ProfilingService:
         for name, connection in self._connections.items():
             headers = ", ".join(key for key, _ in connection.headers) or "none"
             parts.append(f"{name}: headers {headers} (values not shown), compression {connection.compression}")
-        tls = self.config
-        if tls.upstream_ca is not None:
-            parts.append(f"CA {tls.upstream_ca}")
-        if tls.upstream_client_cert is not None:
-            parts.append(f"client certificate {tls.upstream_client_cert}")
+        config = self.config
+        if config.upstream_ca is not None:
+            parts.append(f"CA {config.upstream_ca}")
+        if config.upstream_client_cert is not None:
+            parts.append(f"client certificate {config.upstream_client_cert}")
         return "; ".join(parts)
 
     def _receivers(self) -> dict[str, tuple[Signal, Receive]]:
