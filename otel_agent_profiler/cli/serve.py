@@ -125,13 +125,12 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--upstream-client-cert",
         metavar="PATH",
-        help="PEM client certificate shown to an https:// upstream that asks for one (mutual TLS); needs "
-        "--upstream-client-key",
+        help="PEM client certificate shown to an https:// upstream that asks for one (mutual TLS); give its key too",
     )
     serve.add_argument(
         "--upstream-client-key",
         metavar="PATH",
-        help="PEM private key (unencrypted) of --upstream-client-cert; needs --upstream-client-cert",
+        help="PEM private key (unencrypted) of the client certificate; give the certificate too",
     )
     serve.add_argument(
         "--quiet-period",
