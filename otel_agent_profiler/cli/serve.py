@@ -17,6 +17,12 @@ from ..plugin.environment_variables import (
     OTEL_AGENT_PROFILER_CONTEXT_WINDOWS,
     OTEL_AGENT_PROFILER_PRICES,
 )
+from ..service.upstream_connection import (
+    COMPRESSIONS,
+    OTEL_EXPORTER_OTLP_COMPRESSION,
+    OTEL_EXPORTER_OTLP_HEADERS,
+    header_option,
+)
 from .arguments import (
     EXIT_BAD_INPUT,
     add_context_windows_option,
@@ -48,8 +54,9 @@ DESCRIPTION = (
     "HTTP connections: at most 100 open at once, closed after 10 s without data. "
     "Stops on Ctrl-C or SIGTERM after profiling and forwarding what it holds, for up to --shutdown-grace "
     "seconds; exits 1 if spans it accepted could not be delivered (logged with their count), 2 if it cannot "
-    "start (a port in use, unreadable TLS or token files, a bad upstream). TLS and a "
-    "bearer token are optional and off by default."
+    "start (a port in use, unreadable TLS or token files, a bad upstream, an upstream header, certificate or "
+    "variable that cannot be used). TLS and a bearer token are optional and off by default; the upstream's "
+    "credentials (headers, CA, client certificate) too."
 )
 
 
@@ -85,6 +92,43 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         default=_default_protocol(),
         help="protocol of the upstream: grpc or http (HTTP/protobuf). Default: grpc, or http/protobuf when "
         "$OTEL_EXPORTER_OTLP_PROTOCOL says so",
+    )
+    serve.add_argument(
+        "--upstream-header",
+        action="append",
+        type=upstream_header,
+        metavar="KEY=VALUE",
+        help=(
+            "a header sent with every request to the upstream (gRPC metadata or an HTTP header), taken as "
+            "written, e.g. 'Authorization=Bearer TOKEN' or 'X-Scope-OrgID=tenant-1'; repeat for several. Given, "
+            "they replace the variables. Default: $OTEL_EXPORTER_OTLP_<SIGNAL>_HEADERS (TRACES, METRICS, LOGS), "
+            f"else ${OTEL_EXPORTER_OTLP_HEADERS}: key=value pairs separated by commas, "
+            "percent-decoded. Values are never logged"
+        ),
+    )
+    serve.add_argument(
+        "--upstream-compression",
+        choices=COMPRESSIONS,
+        help=(
+            "compression of the requests to the upstream. Default: $OTEL_EXPORTER_OTLP_<SIGNAL>_COMPRESSION, "
+            f"else ${OTEL_EXPORTER_OTLP_COMPRESSION}, else none"
+        ),
+    )
+    serve.add_argument(
+        "--upstream-ca",
+        metavar="PATH",
+        help="PEM CA certificate(s) to verify an https:// upstream with, instead of the public CAs (the system's "
+        "for HTTP, gRPC's own for gRPC; default)",
+    )
+    serve.add_argument(
+        "--upstream-client-cert",
+        metavar="PATH",
+        help="PEM client certificate shown to an https:// upstream that asks for one (mutual TLS); give its key too",
+    )
+    serve.add_argument(
+        "--upstream-client-key",
+        metavar="PATH",
+        help="PEM private key (unencrypted) of the client certificate; give the certificate too",
     )
     serve.add_argument(
         "--quiet-period",
@@ -196,6 +240,14 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     add_context_windows_option(serve)
 
 
+def upstream_header(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of --upstream-header; the message never repeats the value, which may be a secret."""
+    try:
+        return header_option(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def category_overrides(text: str) -> CategoryOverrides:
     """``pattern=category,...`` (the format of OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES)."""
     try:
@@ -252,6 +304,22 @@ def run(args: argparse.Namespace) -> int:
     if (args.tls_cert is None) != (args.tls_key is None):
         error("--tls-cert and --tls-key go together: give both or neither")
         return EXIT_BAD_INPUT
+    if (args.upstream_client_cert is None) != (args.upstream_client_key is None):
+        error("--upstream-client-cert and --upstream-client-key go together: give both or neither")
+        return EXIT_BAD_INPUT
+    upstream_options = [
+        option
+        for option, value in (
+            ("--upstream-header", args.upstream_header),
+            ("--upstream-compression", args.upstream_compression),
+            ("--upstream-ca", args.upstream_ca),
+            ("--upstream-client-cert", args.upstream_client_cert),
+        )
+        if value is not None
+    ]
+    if upstream_options and not args.upstream:
+        error(f"{upstream_options[0]} needs an upstream (--upstream or $OTEL_EXPORTER_OTLP_ENDPOINT)")
+        return EXIT_BAD_INPUT
     try:
         token = _token(args)
         options = profile_options(args)
@@ -280,6 +348,11 @@ def run(args: argparse.Namespace) -> int:
         tls_key=args.tls_key,
         bearer_token=token,
         backend_metrics=tuple(args.backend_metrics),
+        upstream_headers=tuple(args.upstream_header) if args.upstream_header is not None else None,
+        upstream_compression=args.upstream_compression,
+        upstream_ca=args.upstream_ca,
+        upstream_client_cert=args.upstream_client_cert,
+        upstream_client_key=args.upstream_client_key,
     )
     try:
         return run_service(config)

@@ -24,11 +24,13 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
 import grpc  # type: ignore[import-untyped]
+import requests
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
@@ -43,6 +45,7 @@ from .receivers import BearerToken, GrpcReceiver, Receive
 from .self_metrics import register_service_metrics
 from .signal_relay import SignalRelay
 from .signals import LOGS, METRICS, TRACES, Signal
+from .upstream_connection import UpstreamConnection, UpstreamTls, resolve_compression, resolve_headers
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +81,17 @@ class ServeConfig:
     bearer_token: str | None = field(default=None, repr=False)
     #: Inference servers' Prometheus endpoints polled every second; each LLM call gets the load it met.
     backend_metrics: tuple[str, ...] = ()
+    #: Headers sent to the upstream with every request (gRPC metadata or HTTP headers), keys in lower
+    #: case; None: each signal's from its ``OTEL_EXPORTER_OTLP_<SIGNAL>_HEADERS``, else ``OTEL_EXPORTER_OTLP_HEADERS``.
+    upstream_headers: tuple[tuple[str, str], ...] | None = field(default=None, repr=False)
+    #: ``gzip`` or ``none``; None: from ``OTEL_EXPORTER_OTLP_<SIGNAL>_COMPRESSION``, else
+    #: ``OTEL_EXPORTER_OTLP_COMPRESSION``, else none.
+    upstream_compression: str | None = None
+    #: PEM CA certificate(s) the upstream's certificate is verified against (default: the public CAs); https only.
+    upstream_ca: str | None = None
+    #: PEM client certificate and its unencrypted key, shown to an upstream that asks for one; both or neither.
+    upstream_client_cert: str | None = None
+    upstream_client_key: str | None = None
 
 
 def _no_password() -> bytes:
@@ -102,15 +116,58 @@ def load_tls(cert: str | None, key: str | None) -> tuple[ssl.SSLContext, grpc.Se
     return context, grpc.ssl_server_credentials([(private_key, chain)])
 
 
-def _metric_exporter(url: str, protocol: str, timeout_s: float) -> MetricExporter:
+def upstream_connection(config: ServeConfig, signal: Signal, environ: Mapping[str, str]) -> UpstreamConnection:
+    """The headers, compression and TLS files of ``signal``'s requests upstream: the config's, else the
+    OpenTelemetry exporter variables' (raises ``ValueError`` naming a variable that cannot be used)."""
+    return UpstreamConnection(
+        resolve_headers(signal, config.upstream_headers, environ),
+        resolve_compression(signal, config.upstream_compression, environ),
+        UpstreamTls(config.upstream_ca, config.upstream_client_cert, config.upstream_client_key),
+    )
+
+
+def _metric_exporter(url: str, protocol: str, timeout_s: float, connection: UpstreamConnection) -> MetricExporter:
+    # The profile metrics go to the same upstream as the metrics passed through, with the same credentials.
+    tls = connection.tls
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcMetricExporter
 
         target, secure = grpc_target(url)
-        return GrpcMetricExporter(endpoint=target, insecure=not secure, timeout=timeout_s)
+        return GrpcMetricExporter(
+            endpoint=target,
+            insecure=not secure,
+            credentials=tls.grpc_credentials() if secure else None,
+            headers=connection.headers,
+            timeout=timeout_s,
+            compression=grpc.Compression.Gzip if connection.compression == "gzip" else grpc.Compression.NoCompression,
+        )
+    from opentelemetry.exporter.otlp.proto.http import Compression
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetricExporter
 
-    return HttpMetricExporter(endpoint=http_signal_url(url, METRICS), timeout=timeout_s)
+    return HttpMetricExporter(
+        endpoint=http_signal_url(url, METRICS),
+        certificate_file=tls.ca_file,
+        client_key_file=tls.client_key_file,
+        client_certificate_file=tls.client_cert_file,
+        headers=dict(connection.headers),
+        timeout=timeout_s,
+        compression=Compression.Gzip if connection.compression == "gzip" else Compression.NoCompression,
+        session=_OwnCaSession() if tls.ca_file is not None else None,
+    )
+
+
+class _OwnCaSession(requests.Session):
+    """A session whose own CA file is used even when ``$REQUESTS_CA_BUNDLE`` or ``$CURL_CA_BUNDLE`` is set.
+
+    requests lets those variables beat a session's ``verify`` (psf/requests#3829), and the SDK's HTTP
+    exporter sets its certificate file on the session: with a private CA given as ``--upstream-ca``,
+    the profile metrics then failed verification wherever the system's bundle is in the environment.
+    """
+
+    def merge_environment_settings(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        settings: dict[str, Any] = super().merge_environment_settings(*args, **kwargs)
+        settings["verify"] = self.verify
+        return settings
 
 
 class ProfilingService:
@@ -119,12 +176,22 @@ class ProfilingService:
         self._tls = load_tls(config.tls_cert, config.tls_key)
         self._bearer = BearerToken(config.bearer_token) if config.bearer_token is not None else None
         self._meter_provider: MeterProvider | None = None
+        self._connections = (
+            {signal.name: upstream_connection(config, signal, os.environ) for signal in (TRACES, METRICS, LOGS)}
+            if config.upstream
+            else {}
+        )
         forwarder = None
         metrics = None
         if config.upstream:
             forwarder = self._forwarder(TRACES)
             reader = PeriodicExportingMetricReader(
-                _metric_exporter(config.upstream, config.upstream_protocol, config.export_timeout_s),
+                _metric_exporter(
+                    config.upstream,
+                    config.upstream_protocol,
+                    config.export_timeout_s,
+                    self._connections[METRICS.name],
+                ),
                 export_interval_millis=config.metrics_interval_s * 1000,
             )
             self._meter_provider = MeterProvider(
@@ -165,11 +232,31 @@ class ProfilingService:
         config = self.config
         assert config.upstream
         return Forwarder(
-            make_exporter(config.upstream, config.upstream_protocol, config.export_timeout_s, signal),
+            make_exporter(
+                config.upstream,
+                config.upstream_protocol,
+                config.export_timeout_s,
+                signal,
+                self._connections[signal.name],
+            ),
             initial_backoff_s=config.retry_initial_backoff_s,
             max_backoff_s=config.retry_max_backoff_s,
             signal=signal,
         )
+
+    def describe_upstream(self) -> str:
+        """What the requests upstream carry, for the start-up log: header names (never their values),
+        compression and the TLS files."""
+        parts = []
+        for name, connection in self._connections.items():
+            headers = ", ".join(key for key, _ in connection.headers) or "none"
+            parts.append(f"{name}: headers {headers} (values not shown), compression {connection.compression}")
+        config = self.config
+        if config.upstream_ca is not None:
+            parts.append(f"CA {config.upstream_ca}")
+        if config.upstream_client_cert is not None:
+            parts.append(f"client certificate {config.upstream_client_cert}")
+        return "; ".join(parts)
 
     def _receivers(self) -> dict[str, tuple[Signal, Receive]]:
         """What each OTLP path takes: traces go to the pipeline, metrics and logs pass through."""
@@ -341,6 +428,8 @@ def run(config: ServeConfig, ready: threading.Event | None = None) -> int:
             f"{config.upstream} ({config.upstream_protocol})" if config.upstream else "none (profile only)",
             os.getpid(),
         )
+        if config.upstream:
+            logger.info("upstream requests: %s", service.describe_upstream())
         if ready is not None:
             ready.set()
         try:

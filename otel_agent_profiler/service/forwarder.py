@@ -18,6 +18,7 @@ size_bytes)``.
 
 from __future__ import annotations
 
+import gzip
 import logging
 import threading
 import time
@@ -32,6 +33,7 @@ from typing import Any, Protocol
 import grpc  # type: ignore[import-untyped]
 
 from .signals import TRACES, Signal
+from .upstream_connection import UpstreamConnection
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +76,17 @@ def http_signal_url(url: str, signal: Signal) -> str:
 
 
 class GrpcExporter:
-    def __init__(self, url: str, timeout_s: float = 10.0, signal: Signal = TRACES) -> None:
+    def __init__(
+        self, url: str, timeout_s: float = 10.0, signal: Signal = TRACES, connection: UpstreamConnection | None = None
+    ) -> None:
+        connection = connection or UpstreamConnection()
         target, secure = grpc_target(url)
+        _check_tls_scheme(url, secure, connection)
+        compression = grpc.Compression.Gzip if connection.compression == "gzip" else grpc.Compression.NoCompression
         self._channel = (
-            grpc.secure_channel(target, grpc.ssl_channel_credentials()) if secure else grpc.insecure_channel(target)
+            grpc.secure_channel(target, connection.tls.grpc_credentials(), compression=compression)
+            if secure
+            else grpc.insecure_channel(target, compression=compression)
         )
         self._export = self._channel.unary_unary(
             f"/{signal.grpc_service}/Export",
@@ -85,38 +94,62 @@ class GrpcExporter:
             response_deserializer=signal.response_class.FromString,
         )
         self._timeout = timeout_s
+        self._metadata = connection.headers or None
 
     def export(self, request: Any) -> None:
-        self._export(request, timeout=self._timeout)
+        self._export(request, timeout=self._timeout, metadata=self._metadata)
 
     def close(self) -> None:
         self._channel.close()
 
 
 class HttpExporter:
-    def __init__(self, url: str, timeout_s: float = 10.0, signal: Signal = TRACES) -> None:
+    def __init__(
+        self, url: str, timeout_s: float = 10.0, signal: Signal = TRACES, connection: UpstreamConnection | None = None
+    ) -> None:
+        connection = connection or UpstreamConnection()
         self.url = http_signal_url(url, signal)
+        secure = urllib.parse.urlsplit(self.url).scheme == "https"
+        _check_tls_scheme(url, secure, connection)
         self._timeout = timeout_s
+        self._gzip = connection.compression == "gzip"
+        self._headers = {"Content-Type": "application/x-protobuf", **dict(connection.headers)}
+        if self._gzip:
+            self._headers["Content-Encoding"] = "gzip"
+        self._context = connection.tls.ssl_context() if secure and connection.tls.given else None
 
     def export(self, request: Any) -> None:
+        body = request.SerializeToString()
         http_request = urllib.request.Request(
             self.url,
-            data=request.SerializeToString(),
-            headers={"Content-Type": "application/x-protobuf"},
+            data=gzip.compress(body, compresslevel=6) if self._gzip else body,
+            headers=self._headers,
             method="POST",
         )
-        with urllib.request.urlopen(http_request, timeout=self._timeout) as response:
+        with urllib.request.urlopen(http_request, timeout=self._timeout, context=self._context) as response:
             response.read()
 
     def close(self) -> None:
         pass
 
 
-def make_exporter(url: str, protocol: str, timeout_s: float = 10.0, signal: Signal = TRACES) -> Exporter:
+def _check_tls_scheme(url: str, secure: bool, connection: UpstreamConnection) -> None:
+    if connection.tls.given and not secure:
+        # Without TLS the CA and the certificate would be ignored, and the headers travel in clear.
+        raise ValueError(f"--upstream-ca and --upstream-client-cert need an https:// upstream, not {url!r}")
+
+
+def make_exporter(
+    url: str,
+    protocol: str,
+    timeout_s: float = 10.0,
+    signal: Signal = TRACES,
+    connection: UpstreamConnection | None = None,
+) -> Exporter:
     if protocol == "grpc":
-        return GrpcExporter(url, timeout_s, signal)
+        return GrpcExporter(url, timeout_s, signal, connection)
     if protocol == "http":
-        return HttpExporter(url, timeout_s, signal)
+        return HttpExporter(url, timeout_s, signal, connection)
     raise ValueError(f"protocol must be grpc or http, not {protocol!r}")
 
 
