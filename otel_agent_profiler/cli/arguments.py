@@ -42,6 +42,9 @@ def error(message: str) -> None:
     print(f"{PROG}: error: {message}", file=sys.stderr)
 
 
+_T = TypeVar("_T")
+
+
 # Argument types: each turns the text of an option into its value or raises ArgumentTypeError,
 # which argparse prints as "argument --option: MESSAGE" with the usage and exit code 2.
 
@@ -95,20 +98,24 @@ def metrics_url(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def prices(text: str) -> PriceTable:
-    """A price table: JSON text or the path of a JSON file (the format of OTEL_AGENT_PROFILER_PRICES)."""
-    try:
-        return parse_prices(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def argument_type(parse: Callable[[str], _T], name: str) -> Callable[[str], _T]:
+    """``parse`` as an argparse type: the ``ValueError`` it raises becomes the option's one-line error
+    (``name`` is what argparse calls the value when the message is its own)."""
+
+    def convert(text: str) -> _T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = name
+    return convert
 
 
-def context_windows(text: str) -> dict[str, int]:
-    """Context windows: JSON text or the path of a JSON file (the format of OTEL_AGENT_PROFILER_CONTEXT_WINDOWS)."""
-    try:
-        return parse_context_windows(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+#: A price table: JSON text or the path of a JSON file (the format of OTEL_AGENT_PROFILER_PRICES).
+prices = argument_type(parse_prices, "prices")
+#: Context windows: JSON text or the path of a JSON file (the format of OTEL_AGENT_PROFILER_CONTEXT_WINDOWS).
+context_windows = argument_type(parse_context_windows, "context windows")
 
 
 # Options several commands have.
@@ -197,9 +204,6 @@ def context_windows_of(args: argparse.Namespace) -> dict[str, int] | None:
     except ValueError as exc:
         error(str(exc))
         return None
-
-
-_T = TypeVar("_T")
 
 
 def given_or_variable(

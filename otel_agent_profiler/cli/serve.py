@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from ..core.context_window import parse_context_windows, with_built_in_context_windows
 from ..core.pricing import BUILT_IN_PRICES_AS_OF, parse_prices, with_built_in_prices
-from ..live.profile_options import CategoryOverrides, ProfileOptions, make_classifier, parse_category_overrides
+from ..live.profile_options import ProfileOptions, make_classifier, parse_category_overrides
 from ..plugin.environment_variables import (
     OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES,
     OTEL_AGENT_PROFILER_CONTEXT_WINDOWS,
@@ -26,6 +26,7 @@ from ..service.upstream_connection import (
 from .arguments import (
     EXIT_BAD_INPUT,
     add_context_windows_option,
+    argument_type,
     error,
     given_or_variable,
     metrics_url,
@@ -240,20 +241,10 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     add_context_windows_option(serve)
 
 
-def upstream_header(text: str) -> tuple[str, str]:
-    """``KEY=VALUE`` of --upstream-header; the message never repeats the value, which may be a secret."""
-    try:
-        return header_option(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def category_overrides(text: str) -> CategoryOverrides:
-    """``pattern=category,...`` (the format of OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES)."""
-    try:
-        return parse_category_overrides(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+#: ``KEY=VALUE`` of --upstream-header; the message never repeats the value, which may be a secret.
+upstream_header = argument_type(header_option, "header")
+#: ``pattern=category,...`` (the format of OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES).
+category_overrides = argument_type(parse_category_overrides, "category overrides")
 
 
 def profile_options(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ProfileOptions:
