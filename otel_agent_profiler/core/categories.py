@@ -7,7 +7,7 @@ wins, so a span carrying several conventions is classified the same way every ti
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .records import AttributeValue
 
@@ -58,6 +58,14 @@ _TRACELOOP_REQUEST_TYPES: Mapping[str, str] = {"chat": LLM, "completion": LLM, "
 
 _CATEGORY_SET = frozenset(CATEGORIES)
 
+#: Conventions that name the kind of work in one attribute, in the order they are checked after the
+#: GenAI operation name: the attribute, its values' categories, and how a value is spelled in the table.
+_ONE_ATTRIBUTE_CONVENTIONS: tuple[tuple[str, Mapping[str, str], Callable[[str], str]], ...] = (
+    ("openinference.span.kind", _OPENINFERENCE_KINDS, str.upper),
+    ("traceloop.span.kind", _TRACELOOP_KINDS, str),
+    ("llm.request.type", _TRACELOOP_REQUEST_TYPES, str),
+)
+
 
 def classify(name: str, attributes: Mapping[str, AttributeValue]) -> str:
     """Return the category of a span from its name and attributes."""
@@ -73,23 +81,12 @@ def classify(name: str, attributes: Mapping[str, AttributeValue]) -> str:
         if operation.endswith("_memory"):
             return MEMORY
 
-    kind = attributes.get("openinference.span.kind")
-    if isinstance(kind, str):
-        category = _OPENINFERENCE_KINDS.get(kind.upper())
-        if category is not None:
-            return category
-
-    kind = attributes.get("traceloop.span.kind")
-    if isinstance(kind, str):
-        category = _TRACELOOP_KINDS.get(kind)
-        if category is not None:
-            return category
-
-    request_type = attributes.get("llm.request.type")
-    if isinstance(request_type, str):
-        category = _TRACELOOP_REQUEST_TYPES.get(request_type)
-        if category is not None:
-            return category
+    for key, categories, normalized in _ONE_ATTRIBUTE_CONVENTIONS:
+        value = attributes.get(key)
+        if isinstance(value, str):
+            category = categories.get(normalized(value))
+            if category is not None:
+                return category
 
     # Google ADK 1.x writes each model call as a ``call_llm`` span with the model and token usage but
     # no operation name.
