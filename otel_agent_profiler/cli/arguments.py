@@ -158,31 +158,54 @@ def expand_folders(paths: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def add_prices_option(parser: argparse.ArgumentParser) -> None:
     """``--prices FILE|JSON``: model prices for the cost of LLM calls."""
-    parser.add_argument(
+    _add_table_option(
+        parser,
         "--prices",
-        type=prices,
-        metavar="FILE|JSON",
-        help=(
-            "prices of models, US dollars per million tokens, as a JSON file or JSON text: "
-            '\'{"gpt-4o": {"input": 2.5, "output": 10, "cached_input": 1.25}}\'. Default: '
-            f"${OTEL_AGENT_PROFILER_PRICES}; either one is added to (and beats) the built-in list prices of "
-            f"common OpenAI and Anthropic models (as of {BUILT_IN_PRICES_AS_OF}); '{{}}' prices nothing. A cost an "
-            "ATIF step recorded is used as is"
+        prices,
+        what="prices of models, US dollars per million tokens",
+        example='{"gpt-4o": {"input": 2.5, "output": 10, "cached_input": 1.25}}',
+        variable=OTEL_AGENT_PROFILER_PRICES,
+        built_in=(
+            f"list prices of common OpenAI and Anthropic models (as of {BUILT_IN_PRICES_AS_OF}); '{{}}' prices "
+            "nothing. A cost an ATIF step recorded is used as is"
         ),
     )
 
 
 def add_context_windows_option(parser: argparse.ArgumentParser) -> None:
     """``--context-windows FILE|JSON``: models' context windows, for how full each LLM call's window was."""
-    parser.add_argument(
+    _add_table_option(
+        parser,
         "--context-windows",
-        type=context_windows,
+        context_windows,
+        what=(
+            "context windows of models in tokens, for each LLM call's context_window_use (and the large-prompt "
+            "finding of the offline commands)"
+        ),
+        example='{"my-model": 32000}',
+        variable=OTEL_AGENT_PROFILER_CONTEXT_WINDOWS,
+        built_in="windows of common OpenAI, Anthropic and Gemini models",
+    )
+
+
+def _add_table_option(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    parse: Callable[[str], object],
+    *,
+    what: str,
+    example: str,
+    variable: str,
+    built_in: str,
+) -> None:
+    # Prices and context windows are both tables by model, given the same ways and laid over built-in ones.
+    parser.add_argument(
+        flag,
+        type=parse,
         metavar="FILE|JSON",
         help=(
-            "context windows of models in tokens, as a JSON file or JSON text: '{\"my-model\": 32000}', for "
-            "each LLM call's context_window_use (and the large-prompt finding of the offline commands). Default: "
-            f"${OTEL_AGENT_PROFILER_CONTEXT_WINDOWS}; either one is added to (and beats) the built-in windows of "
-            "common OpenAI, Anthropic and Gemini models"
+            f"{what}, as a JSON file or JSON text such as '{example}'. Default: ${variable}; either one is "
+            f"added to (and beats) the built-in {built_in}"
         ),
     )
 
