@@ -24,7 +24,7 @@ from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.trace import Tracer, set_span_in_context
+from opentelemetry.trace import Link, Tracer, set_span_in_context
 
 from otel_agent_profiler import install
 from otel_agent_profiler.core.profile import TraceProfile
@@ -324,6 +324,58 @@ def test_a_byte_limit_bounds_the_buffer_and_sends_the_oldest_traces_out_unprofil
     report("byte limit", 50 * 21, exporter.delivered, lost_of(outcomes))
     assert exporter.delivered == 50 * 21
     assert outcomes.get("unprofiled_memory_cap", 0) > 0
+
+
+_PAYLOAD = "x" * 10_000
+
+
+def _span_with_payload(tracer: Tracer, root: Any, placement: str, previous: Any) -> None:
+    """An ended span carrying 10 kB of text in one of the places instrumentations put prompts."""
+    context = set_span_in_context(root)
+    if placement == "event attribute":
+        span = tracer.start_span("llm", context=context)
+        span.add_event("gen_ai.content.prompt", {"gen_ai.prompt": _PAYLOAD})
+    elif placement == "event string array":
+        span = tracer.start_span("llm", context=context)
+        span.add_event("gen_ai.choice", {"gen_ai.completions": (_PAYLOAD[:5_000], _PAYLOAD[5_000:])})
+    elif placement == "string array attribute":
+        span = tracer.start_span("llm", context=context, attributes={"gen_ai.prompts": [_PAYLOAD[:5_000]] * 2})
+    else:
+        span = tracer.start_span("llm", context=context, links=[Link(previous, {"gen_ai.prompt": _PAYLOAD})])
+    span.end()
+
+
+@pytest.mark.parametrize(
+    "placement", ["event attribute", "event string array", "string array attribute", "link attribute"]
+)
+def test_the_byte_limit_sees_payload_in_events_arrays_and_links(
+    meter: tuple[SdkMeterProvider, InMemoryMetricReader], placement: str
+) -> None:
+    meter_provider, reader = meter
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    profiler = AgentProfilerSpanProcessor(exporter, meter_provider=meter_provider, max_buffer_bytes=2_000_000)
+    provider.add_span_processor(profiler)
+    tracer = provider.get_tracer("t")
+    roots = []
+    # 30 traces of 20 spans with 10 kB each: about 6 MB of payload if all were held, while the
+    # spans without it weigh about 1.5 MB, under the limit.
+    for index in range(30):
+        root = tracer.start_span(f"run {index}")
+        roots.append(root)
+        for _ in range(20):
+            _span_with_payload(tracer, root, placement, previous=roots[0].get_span_context())
+        assert profiler.held_bytes <= 2_000_000
+    peak_held = profiler.held_bytes
+    for root in roots:
+        root.end()
+    provider.shutdown()
+    outcomes = span_outcomes(reader)
+    sent = 30 * 21
+    report(f"byte limit, payload in {placement}", sent, exporter.delivered, lost_of(outcomes))
+    assert exporter.delivered == sent
+    assert outcomes.get("unprofiled_memory_cap", 0) > 0
+    assert peak_held > 1_500_000  # the payload held is seen, not only the spans around it
 
 
 def test_a_trace_that_never_ends_holds_bounded_memory(never_raise: None) -> None:
