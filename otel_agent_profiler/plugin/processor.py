@@ -4,8 +4,8 @@ It sits in front of the exporting processors (``downstream``). On the applicatio
 does O(1) work per span: note a span opened, or hold an ended one. When a trace is complete
 (its local root ended and none of its spans is open) a daemon worker profiles it with the
 analysis core, hands enriched copies of its spans to the downstream processors and records
-the profile metrics. A trace that does not complete within the timeout is profiled with the
-spans that ended; its later spans are exported unprofiled. A ``force_flush`` exports the spans
+the profile metrics. A trace that does not complete within the timeout of its first span is
+profiled with the spans that ended; its later spans are exported unprofiled. A ``force_flush`` exports the spans
 that ended, as the SDK promises, without ending their trace: those of a trace still running go
 out marked ``agent_profiler.exported_early`` and their records stay held, so the trace is
 profiled whole when it completes (its later spans enriched, its root with the totals). Spans a
@@ -148,6 +148,9 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self.config.max_traces,
             self.config.max_spans_per_trace,
             idle_timeout_s=self.config.trace_timeout_s,
+            # The timeout is an age: a long run that keeps producing spans is profiled with what
+            # ended by then, and its later spans go out unprofiled, instead of being held to its end.
+            max_age_s=self.config.trace_timeout_s,
             complete_at_local_root=True,
             # The newest traces are the ones the application is running: the oldest make room.
             at_trace_cap=EVICT_OLDEST,

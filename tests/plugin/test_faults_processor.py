@@ -23,7 +23,8 @@ from opentelemetry.metrics import Histogram, Meter, NoOpMeter, NoOpMeterProvider
 from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, Tracer, set_span_in_context
 
 from otel_agent_profiler import install
@@ -406,6 +407,44 @@ def test_a_trace_that_never_ends_holds_bounded_memory(never_raise: None) -> None
     assert delivered == 30_000
     # 30,000 held spans would take about 100 MB; what the exporter keeps (span ids) is about 2 MB.
     assert after - before < 5_000_000
+
+
+# -- 8. a long trace that keeps producing spans --------------------------------------------------
+
+
+def test_a_long_running_trace_is_profiled_at_its_timeout_and_its_later_spans_go_out_as_they_end(
+    meter: tuple[SdkMeterProvider, InMemoryMetricReader],
+) -> None:
+    meter_provider, reader = meter
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    profiler = AgentProfilerSpanProcessor(
+        downstream=[SimpleSpanProcessor(exporter)], meter_provider=meter_provider, trace_timeout_s=1.0
+    )
+    provider.add_span_processor(profiler)
+    tracer = provider.get_tracer("t")
+    root = tracer.start_span("agent")
+    started = time.monotonic()
+    sent = 0
+    while time.monotonic() - started < 2.5:  # a step every 50 ms: never idle for the timeout
+        tracer.start_span("step", context=set_span_in_context(root)).end()
+        sent += 1
+        time.sleep(0.05)
+    # A crash now would lose what is still held: with the timeout counted from the trace's first
+    # span, only what ended in the last moments may still be waiting.
+    exported_while_running = len(exporter.get_finished_spans())
+    root.end()
+    sent += 1
+    provider.shutdown()
+    spans = exporter.get_finished_spans()
+    outcomes = span_outcomes(reader)
+    report("a trace running past its timeout", sent, len(spans), lost_of(outcomes))
+    assert exported_while_running >= sent - 1 - 5
+    assert len(spans) == sent
+    profiled = [span for span in spans if "agent_profiler.self_time_ms" in (span.attributes or {})]
+    assert 10 <= len(profiled) < sent - 10  # what ended within the first second, profiled
+    assert all(span.attributes["agent_profiler.trace.complete"] is False for span in profiled)  # type: ignore[index]
+    assert outcomes.get("unprofiled_late", 0) == sent - len(profiled)
 
 
 # -- a seeded chaos run ----------------------------------------------------------------------------
