@@ -486,6 +486,14 @@ class TraceAssembly(Generic[SpanT]):
             elif state.kept_whole:
                 state.kept.extend(kept)
 
+    def open_span_ids_after_fork(self) -> set[int]:
+        """The ids of the spans seen starting and not yet ended, read in a forked child.
+
+        Takes no lock: a thread of the parent may have held it at the fork, and in the child it
+        would never be released. No other thread runs in the child at that point.
+        """
+        return {span_id for state in list(self._in_flight.values()) for span_id in state.open_span_ids}
+
     def next_expiry(self) -> float | None:
         """Clock time at which the next trace times out (idle, or by age), if any."""
         with self._lock:

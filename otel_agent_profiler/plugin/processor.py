@@ -129,6 +129,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         self._sampled_out_reads = 0
         self._sampled_out_reported = 0
         self._shutdown = False
+        # In a forked child: the spans that were open in the parent at the fork (see _after_fork).
+        self._opened_before_fork: frozenset[int] = frozenset()
         # The inference servers' metrics, polled from now on so that the first calls find samples.
         self.backend_poller: BackendPoller | None = None
         if self.config.backend_metrics:
@@ -233,7 +235,9 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                     self._ensure_worker()
                 return
             parent = span.parent
-            is_local_root = parent is None or parent.is_remote
+            # A span whose parent was open when this process was forked has its parent in another
+            # process, as a remote one does: its trace completes here without that parent.
+            is_local_root = parent is None or parent.is_remote or parent.span_id in self._opened_before_fork
             taken = self._buffer.span_ended(context.trace_id, context.span_id, span, is_local_root, span_size(span))
         if taken is None:
             # The profiler failed on this span (logged by the guard): it goes out as it came.
@@ -557,6 +561,23 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._print_console_report()
         self._out.shutdown()
 
+    def _after_fork(self) -> None:
+        """In a forked child: start afresh, with the spans open at the fork as remote parents.
+
+        The parent process goes on with the spans it held (the child must not export them again)
+        and ends the spans that were open at the fork; the child's spans under them form traces
+        of their own here, which complete when the child's local roots end. ``multiprocessing``
+        ends a child with ``os._exit``, which runs no ``atexit`` handler, after running its own
+        finalizers: one of them flushes what this child's traces left.
+        """
+        self._opened_before_fork = self._opened_before_fork | self._buffer.open_span_ids_after_fork()
+        self._init_runtime_state()
+        multiprocessing_util = sys.modules.get("multiprocessing.util")
+        if multiprocessing_util is not None:
+            # multiprocessing clears its finalizers after the fork, then runs its after-fork hooks:
+            # the finalizer is registered from one of those.
+            multiprocessing_util.register_after_fork(self, _flush_when_multiprocessing_exits)
+
     @handle_internal_errors("console report")
     def _print_console_report(self) -> None:
         write_console_report(sys.stderr, list(self._recent), self._profiled_traces)
@@ -575,10 +596,25 @@ def _shutdown_at_exit(ref: weakref.ref[AgentProfilerSpanProcessor]) -> None:
 
 
 def _reinit_after_fork(ref: weakref.ref[AgentProfilerSpanProcessor]) -> Any:
+    @handle_internal_errors("fork")
     def reinit() -> None:
         # The child starts with no worker thread and must not export the parent's spans again.
         processor = ref()
         if processor is not None:
-            processor._init_runtime_state()
+            processor._after_fork()
 
     return reinit
+
+
+def _flush_when_multiprocessing_exits(processor: AgentProfilerSpanProcessor) -> None:
+    import multiprocessing.util
+
+    # A high priority: it runs before the finalizers that may close what the exporters use.
+    multiprocessing.util.Finalize(processor, _flush_child_at_exit, args=(weakref.ref(processor),), exitpriority=100)
+
+
+@handle_internal_errors("flush at exit")
+def _flush_child_at_exit(ref: weakref.ref[AgentProfilerSpanProcessor]) -> None:
+    processor = ref()
+    if processor is not None:
+        processor.flush_at_exit(timeout_millis=int(processor.config.shutdown_timeout_s * 1000))
