@@ -70,8 +70,12 @@ LOST_DOWNSTREAM_FULL = "lost_downstream_full"
 # How often, at most, the worker logs that spans were lost (they are counted every time).
 _LOST_LOG_INTERVAL_S = 60.0
 # After a shutdown's deadline, how long it waits for the worker to finish handing over (no
-# longer waiting for room) before it shuts the exporting processors down.
-_WORKER_FINISH_S = 5.0
+# longer waiting for room, it finishes at once unless a processor hangs in on_end).
+_WORKER_FINISH_S = 1.0
+# After a shutdown's deadline, how long the exporting processors' own shutdown is waited for (a
+# batch processor exports its queue then). With _WORKER_FINISH_S, what shutdown takes at most
+# beyond shutdown_timeout_s (README "Delivery guarantees").
+_DOWNSTREAM_SHUTDOWN_S = 2.0
 # What a span exported before its trace completed carries instead of its profile.
 _EARLY_MARK = {EXPORTED_EARLY: True}
 # The guards of the hooks the application calls for every span, made once (they keep no state).
@@ -299,12 +303,21 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             if self._stopping:
                 break
             with handle_internal_errors("worker"), self._process_lock:
-                self._out.notice_room()
-                self._export_pushed_out()
-                self._process(self._buffer.take_ready(), complete=True)
-                self._process(self._buffer.take_expired(), complete=False, outcome="timed_out")
-                self._report_sampled_out()
-                self._log_lost(final=False)
+                try:
+                    self._out.notice_room()
+                    self._export_pushed_out()
+                    self._process(self._taken(self._buffer.take_ready()), complete=True)
+                    self._process(self._taken(self._buffer.take_expired()), complete=False, outcome="timed_out")
+                    self._report_sampled_out()
+                    self._log_lost(final=False)
+                finally:
+                    self._out.settle()
+
+    def _taken(self, states: list[TraceState[ReadableSpan]]) -> list[TraceState[ReadableSpan]]:
+        """``states``, taken out of the buffer to hand over: noted with the exporting processors,
+        so that a shutdown that finds the hand-over hung counts them (``_give_up_on_held``)."""
+        self._out.expect(sum(len(state.spans) for state in states))
+        return states
 
     def _process(self, states: Iterable[TraceState[ReadableSpan]], *, complete: bool, outcome: str = "") -> None:
         for state in states:
@@ -426,11 +439,31 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 group = self._pushed_out.popleft()
             except IndexError:
                 return
+            self._out.expect(len(group.spans))
             try:
                 with handle_internal_errors("worker"):
                     self._export_unprofiled(group, give_up_at, paced=True)
             finally:
                 self._pushed_out_bytes -= group.size
+
+    def _give_up_on_held(self) -> None:
+        """Count as lost every span still held or in hand: the hand-over is hung in an exporting
+        processor (at shutdown, past its deadline), so none of them will be handed over."""
+        lost = self._out.abandon()
+        while True:
+            try:
+                group = self._pushed_out.popleft()
+            except IndexError:
+                break
+            lost += len(group.spans)
+        ready, incomplete = self._buffer.take_all()
+        lost += sum(len(state.spans) for state in (*ready, *incomplete))
+        _logger.warning(
+            "otel-agent-profiler: an exporting processor did not return from on_end (its exporter hangs?); "
+            "%d spans waiting behind it are not handed over",
+            lost,
+        )
+        self._add_lost(lost)
 
     def _log_lost(self, *, final: bool) -> None:
         new = self._lost - self._lost_logged
@@ -440,14 +473,14 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._lost_logged_at = now
             _logger.warning(
                 "otel-agent-profiler: %d spans could not be handed to the exporting processors: their "
-                "queue stayed full (%d in all so far)",
+                "queue stayed full, or one of them hung (%d in all so far)",
                 new,
                 self._lost,
             )
 
     # -- flush and shutdown ---------------------------------------------------------------
 
-    def _drain_all(self, deadline: float, lock_deadline: float, *, final: bool) -> bool:
+    def _drain_all(self, deadline: float, lock_deadline: float, *, final: bool) -> bool | None:
         """Export every ended span held, profiled where its trace can be; past ``deadline``
         export the rest unprofiled.
 
@@ -455,10 +488,11 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         others early, which stay held (``_export_early``); shutdown (``final``) profiles them
         with the spans that ended. Waits for the worker's lock until ``lock_deadline`` (the
         worker, past the deadline, no longer waits for room downstream, so it lets go soon).
-        Returns False when the deadline cut the work short.
+        Returns False when the deadline cut the work short, None when the lock was not free by
+        ``lock_deadline`` (nothing was done).
         """
         if not self._process_lock.acquire(timeout=max(0.0, lock_deadline - time.monotonic())):
-            return False
+            return None
         on_time = True
         try:
             with handle_internal_errors("flush"):
@@ -471,6 +505,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                     # below, so no span that ended before the flush is left behind.
                     self._export_early(deadline)
                     ready, incomplete = self._buffer.take_ready(), []
+                self._taken([*ready, *incomplete])
                 # Shutdown promises that every ended span is exported, so a trace still running is
                 # profiled with what it has; spans ending later pass through unprofiled.
                 work = [(state, True, "complete") for state in ready]
@@ -485,6 +520,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                             self._profile_and_export(state, complete, outcome, deadline)
                 self._report_sampled_out()
         finally:
+            self._out.settle()
             self._process_lock.release()
         return on_time
 
@@ -495,6 +531,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         every span end (as some agent frameworks do) costs what ended since the last one.
         """
         for state, spans in self._buffer.take_for_flush():
+            self._out.expect(len(spans))
             records: list[SpanRecord] | None = None
             with handle_internal_errors("flush"):
                 records = records_from_spans(spans)
@@ -517,7 +554,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             _logger.warning("otel-agent-profiler: force_flush called after shutdown; ignored")
             return False
         flushed = self._drain_all(deadline, deadline, final=False)
-        return self._out.force_flush(deadline) and flushed
+        return self._out.force_flush(deadline) and flushed is True
 
     def flush_at_exit(self, timeout_millis: int = 30000) -> bool:
         """Flush for an application that is ending: like ``shutdown``, traces still running are
@@ -529,7 +566,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         if self._shutdown:
             return False
         flushed = self._drain_all(deadline, deadline, final=True)
-        return self._out.force_flush(deadline) and flushed
+        return self._out.force_flush(deadline) and flushed is True
 
     def shutdown(self) -> None:
         """Profile and export everything pending, then shut the downstream processors down.
@@ -537,6 +574,9 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         Profiling and handing spans over take at most ``shutdown_timeout_s``; spans the exporting
         processors cannot take by then are counted and logged. They are shut down only after the
         profiler has handed over everything it will, so none is refused by a closed processor.
+        Returns within ``shutdown_timeout_s`` plus 3 s, even when an exporting processor hangs:
+        the spans it never took are counted and logged, and its own shutdown is left to finish
+        in the background.
         """
         if self._shutdown:
             return
@@ -548,18 +588,23 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         self._give_up_at = deadline
         self._wake.set()
         worker = self._worker
+        hung = False
         if worker is not None and worker is not threading.current_thread():
             worker.join(timeout=max(0.0, deadline - time.monotonic()))
             if worker.is_alive():
                 # Past the deadline it no longer waits for room; let it finish its hand-over.
                 worker.join(timeout=_WORKER_FINISH_S)
-        self._drain_all(deadline, max(deadline, time.monotonic()) + _WORKER_FINISH_S, final=True)
+                # Still at it: an exporting processor does not return from on_end.
+                hung = worker.is_alive()
+        lock_wait = 0.0 if hung else _WORKER_FINISH_S
+        if self._drain_all(deadline, max(deadline, time.monotonic()) + lock_wait, final=True) is None:
+            self._give_up_on_held()
         self._log_lost(final=True)
         if self.backend_poller is not None:
             self.backend_poller.stop()
         if self.config.console_report:
             self._print_console_report()
-        self._out.shutdown()
+        self._add_lost(self._out.shutdown(max(deadline, time.monotonic()) + _DOWNSTREAM_SHUTDOWN_S))
 
     def _after_fork(self) -> None:
         """In a forked child: start afresh, with the spans open at the fork as remote parents.

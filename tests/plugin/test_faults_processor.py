@@ -447,6 +447,65 @@ def test_a_long_running_trace_is_profiled_at_its_timeout_and_its_later_spans_go_
     assert outcomes.get("unprofiled_late", 0) == sent - len(profiled)
 
 
+# -- 9. a downstream processor that hangs ------------------------------------------------------------
+
+
+class HangingExporter(CountingExporter):
+    """Takes the first ``before_hang`` export calls, then blocks until released (a dead socket)."""
+
+    def __init__(self, before_hang: int) -> None:
+        super().__init__()
+        self.calls = 0
+        self.before_hang = before_hang
+        self.release = threading.Event()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.calls += 1
+        if self.calls > self.before_hang:
+            self.release.wait()
+            return SpanExportResult.FAILURE
+        return super().export(spans)
+
+    def shutdown(self) -> None:
+        self.release.wait(60)  # as hung as its export
+
+
+def test_spans_behind_a_hung_simple_processor_are_counted_and_shutdown_keeps_its_timeout(
+    meter: tuple[SdkMeterProvider, InMemoryMetricReader], caplog: Any
+) -> None:
+    meter_provider, reader = meter
+    exporter = HangingExporter(before_hang=5)
+    provider = TracerProvider()
+    profiler = AgentProfilerSpanProcessor(
+        downstream=[SimpleSpanProcessor(exporter)], meter_provider=meter_provider, shutdown_timeout_s=2.0
+    )
+    provider.add_span_processor(profiler)
+    tracer = provider.get_tracer("t")
+    sent = 0
+    for _ in range(8):  # complete traces: the worker hands them over, and hangs at the sixth span
+        sent += one_big_trace(tracer, 4)
+    time.sleep(0.2)
+    running = tracer.start_span("still running")
+    tracer.start_span("step", context=set_span_in_context(running)).end()
+    sent += 1
+    started = time.monotonic()
+    try:
+        with caplog.at_level(logging.WARNING):
+            provider.shutdown()
+        elapsed = time.monotonic() - started
+        outcomes = span_outcomes(reader)
+    finally:
+        exporter.release.set()
+    hung = 1  # the span the hung export call holds: taken by the processor, neither delivered nor ours to count
+    lost = lost_of(outcomes)
+    report("behind a hung SimpleSpanProcessor", sent, exporter.delivered, lost)
+    assert exporter.delivered == 5
+    assert exporter.delivered + hung + lost == sent
+    assert profiler.lost_spans == lost
+    assert any("could not be handed" in r.getMessage() for r in caplog.records)
+    assert elapsed < 2.0 + 3.5
+
+
 # -- a seeded chaos run ----------------------------------------------------------------------------
 
 
