@@ -456,6 +456,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             except IndexError:
                 break
             lost += len(group.spans)
+            self._pushed_out_bytes -= group.size
         ready, incomplete = self._buffer.take_all()
         lost += sum(len(state.spans) for state in (*ready, *incomplete))
         _logger.warning(
