@@ -449,6 +449,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
     def _give_up_on_held(self) -> None:
         """Count as lost every span still held or in hand: the hand-over is hung in an exporting
         processor (at shutdown, past its deadline), so none of them will be handed over."""
+        self._log_lost(final=True)  # what was lost before, to a full queue
         lost = self._out.abandon()
         while True:
             try:
@@ -459,12 +460,14 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._pushed_out_bytes -= group.size
         ready, incomplete = self._buffer.take_all()
         lost += sum(len(state.spans) for state in (*ready, *incomplete))
+        self._add_lost(lost)
+        self._lost_logged = self._lost
         _logger.warning(
             "otel-agent-profiler: an exporting processor did not return from on_end (its exporter hangs?); "
-            "%d spans waiting behind it are not handed over",
+            "%d spans waiting behind it could not be handed over (%d in all so far)",
             lost,
+            self._lost,
         )
-        self._add_lost(lost)
 
     def _log_lost(self, *, final: bool) -> None:
         new = self._lost - self._lost_logged

@@ -503,7 +503,7 @@ def test_spans_behind_a_hung_simple_processor_are_counted_and_shutdown_keeps_its
     assert exporter.delivered + hung + lost == sent
     assert profiler.lost_spans == lost
     assert any("could not be handed" in r.getMessage() for r in caplog.records)
-    assert elapsed < 2.0 + 3.5
+    assert elapsed < 2.0 + 3.0 + 1.0  # the timeout, the documented 3 s, and slack for a loaded machine
 
 
 # -- a seeded chaos run ----------------------------------------------------------------------------
