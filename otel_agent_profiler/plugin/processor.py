@@ -5,14 +5,16 @@ does O(1) work per span: note a span opened, or hold an ended one. When a trace 
 (its local root ended and none of its spans is open) a daemon worker profiles it with the
 analysis core, hands enriched copies of its spans to the downstream processors and records
 the profile metrics. A trace that does not complete within the timeout of its first span is
-profiled with the spans that ended; its later spans are exported unprofiled. A ``force_flush`` exports the spans
-that ended, as the SDK promises, without ending their trace: those of a trace still running go
-out marked ``agent_profiler.exported_early`` and their records stay held, so the trace is
-profiled whole when it completes (its later spans enriched, its root with the totals). Spans a
-cap pushes out are exported unprofiled too, by the worker: a whole trace handed to a slow
+profiled with the spans that ended; its later spans are exported unprofiled. A ``force_flush``
+exports the spans that ended, as the SDK promises, without ending their trace: those of a trace
+still running go out marked ``agent_profiler.exported_early`` and their records stay held, so the
+trace is profiled whole when it completes (its later spans enriched, its root with the totals).
+Spans a cap pushes out are exported unprofiled too, by the worker: a whole trace handed to a slow
 exporter must not hold up the application's thread. The worker hands spans over at the pace the
-exporting processors can take them (``downstream.py``); what they cannot take by a deadline is
-counted and logged. Nothing the profiler does raises into the app (README "Delivery guarantees").
+exporting processors can take them (``downstream.py``); what they cannot take by a deadline, or
+what waits behind one that hangs, is counted and logged. After a fork, the child's spans under a
+span open at the fork complete their traces in the child. Nothing the profiler does raises into
+the app (README "Delivery guarantees").
 """
 
 from __future__ import annotations
