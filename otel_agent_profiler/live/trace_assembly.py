@@ -4,9 +4,11 @@ Both hold the spans of traces in flight, hand whole traces over to be profiled, 
 unprofiled but never dropped, whatever does not fit or comes too late. They differ in how a trace
 completes and in what a cap does, and those are the constructor's parameters:
 
-* completion: after ``idle_timeout_s`` without a span of the trace starting or ending; and, with
-  ``complete_at_local_root``, as soon as a local root has ended and none of its spans is open
-  (the processor sees spans start; ``serve`` only sees them once ended);
+* completion: after ``idle_timeout_s`` without a span of the trace starting or ending; with
+  ``max_age_s``, once that long has passed since the trace's first span, however active it is (the
+  processor: a long run that keeps producing spans must still be profiled and exported before a
+  crash can take it all); and, with ``complete_at_local_root``, as soon as a local root has ended
+  and none of its spans is open (the processor sees spans start; ``serve`` only sees them once ended);
 * at ``max_traces``: ``EVICT_OLDEST`` pushes the oldest trace out to make room (the processor: the
   newest traces are the ones the application is running), ``REFUSE_NEW`` refuses the span of the
   new trace (``serve``: its senders keep the data older traces would lose);
@@ -75,8 +77,7 @@ class TraceState(Generic[SpanT]):
     """The spans of one trace held so far."""
 
     trace_id: Hashable
-    #: Clock time of the trace's last span start or end: the wait for completion counts
-    #: from there, so a long run that is still active is not cut short.
+    #: Clock time of the trace's last span start or end: the idle wait counts from there.
     last_activity: float
     #: Ended spans held, not yet exported.
     spans: list[SpanT] = field(default_factory=list)
@@ -93,6 +94,11 @@ class TraceState(Generic[SpanT]):
     #: False when the caller could not keep what it needed of spans exported early: the trace
     #: can no longer be profiled whole.
     kept_whole: bool = True
+    #: Clock time the trace was first seen: its age (``max_age_s``) counts from there.
+    first_seen: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.first_seen = self.last_activity
 
     @property
     def held_bytes(self) -> int:
@@ -143,6 +149,8 @@ class TraceAssembly(Generic[SpanT]):
         max_traces: traces held at most (in flight or complete and waiting to be taken).
         max_spans_per_trace: spans held at most per trace.
         idle_timeout_s: a trace without a span starting or ending for this long is complete.
+        max_age_s: a trace held this long since its first span is complete, however active;
+            None for no limit.
         complete_at_local_root: a trace is also complete once a local root ended and none of the
             spans seen starting is still open.
         at_trace_cap: ``EVICT_OLDEST`` or ``REFUSE_NEW``.
@@ -168,10 +176,11 @@ class TraceAssembly(Generic[SpanT]):
         at_span_cap: SpanCapPolicy,
         remembered_traces: int | None = None,
         max_bytes: int | None = None,
+        max_age_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if idle_timeout_s < 0:
-            raise ValueError("idle_timeout_s must not be negative")
+        if idle_timeout_s < 0 or (max_age_s is not None and max_age_s < 0):
+            raise ValueError("idle_timeout_s and max_age_s must not be negative")
         if max_traces < 1 or max_spans_per_trace < 1:
             raise ValueError("max_traces and max_spans_per_trace must be at least 1")
         if max_bytes is not None and (max_bytes < 1 or at_trace_cap != EVICT_OLDEST):
@@ -184,6 +193,7 @@ class TraceAssembly(Generic[SpanT]):
         self.max_spans_per_trace = max_spans_per_trace
         self.max_bytes = max_bytes
         self.idle_timeout_s = idle_timeout_s
+        self.max_age_s = max_age_s
         self._complete_at_local_root = complete_at_local_root
         self._evict_oldest = at_trace_cap == EVICT_OLDEST
         self._release_trace = at_span_cap == RELEASE_TRACE
@@ -191,6 +201,8 @@ class TraceAssembly(Generic[SpanT]):
         self._lock = threading.Lock()
         # Least recently active first: that is the order traces time out and are evicted in.
         self._in_flight: OrderedDict[Hashable, TraceState[SpanT]] = OrderedDict()
+        # The traces in flight in the order they were first seen, for max_age_s (else empty).
+        self._by_age: OrderedDict[Hashable, TraceState[SpanT]] = OrderedDict()
         self._ready: deque[TraceState[SpanT]] = deque()
         # Traces in flight with ended spans not yet exported, for take_for_flush: a flush after
         # every span end then costs what is new, not every trace held.
@@ -240,7 +252,7 @@ class TraceAssembly(Generic[SpanT]):
                         # Not held: the span is refused when it ends, unless there is room then.
                         return pushed_out
                     self._make_room(TRACE_CAP, pushed_out)
-                state = self._in_flight[trace_id] = TraceState(trace_id, self._clock())
+                state = self._start_trace(trace_id)
             elif state.span_count + len(state.open_span_ids) >= self.max_spans_per_trace:
                 # Not noted: should the trace complete before this span ends, the span is late
                 # and goes out unprofiled, as spans of a trace over its cap do.
@@ -273,7 +285,7 @@ class TraceAssembly(Generic[SpanT]):
                     if not self._evict_oldest:
                         return [self._refuse(TRACE_CAP, span, size)], False
                     self._make_room(TRACE_CAP, unprofiled)
-                state = self._in_flight[trace_id] = TraceState(trace_id, self._clock())
+                state = self._start_trace(trace_id)
             if span_id is not None and span_id in state.open_span_ids:
                 state.open_span_ids.discard(span_id)
                 self._held_bytes -= OPEN_SPAN_BYTES
@@ -281,7 +293,7 @@ class TraceAssembly(Generic[SpanT]):
                 if not self._release_trace:
                     unprofiled.append(self._refuse(SPAN_CAP, span, size))
                     return unprofiled, False
-                del self._in_flight[trace_id]
+                self._leave_in_flight(trace_id)
                 self._release(trace_id, SPAN_CAP)
                 self._forget(state)
                 self.counts.over_span_cap += len(state.spans) + 1
@@ -305,7 +317,7 @@ class TraceAssembly(Generic[SpanT]):
             if is_local_root:
                 state.local_root_ended = True
             if self._complete_at_local_root and state.local_root_ended and not state.open_span_ids:
-                del self._in_flight[trace_id]
+                self._leave_in_flight(trace_id)
                 del self._unflushed[trace_id]
                 self._ready.append(state)
                 # From now on its spans are late, even before the trace is taken.
@@ -331,6 +343,16 @@ class TraceAssembly(Generic[SpanT]):
             self.counts.over_span_cap += 1
         return UnprofiledSpans(reason, [span], size)
 
+    def _start_trace(self, trace_id: Hashable) -> TraceState[SpanT]:
+        state = self._in_flight[trace_id] = TraceState(trace_id, self._clock())
+        if self.max_age_s is not None:
+            self._by_age[trace_id] = state
+        return state
+
+    def _leave_in_flight(self, trace_id: Hashable) -> None:
+        del self._in_flight[trace_id]
+        self._by_age.pop(trace_id, None)
+
     def _forget(self, state: TraceState[SpanT]) -> None:
         """Take a trace let go of off the held totals."""
         self._held_spans -= state.span_count
@@ -350,6 +372,7 @@ class TraceAssembly(Generic[SpanT]):
             state = self._ready.popleft()
         elif self._in_flight:
             _, state = self._in_flight.popitem(last=False)
+            self._by_age.pop(state.trace_id, None)
         else:
             return False
         self._release(state.trace_id, reason)
@@ -387,8 +410,10 @@ class TraceAssembly(Generic[SpanT]):
             return ready
 
     def take_expired(self) -> list[TraceState[SpanT]]:
-        """Traces with no span started or ended for ``idle_timeout_s``, to be profiled as they are."""
-        deadline = self._clock() - self.idle_timeout_s
+        """Traces with no span started or ended for ``idle_timeout_s``, or first seen
+        ``max_age_s`` ago, to be profiled as they are (their later spans are late)."""
+        now = self._clock()
+        deadline = now - self.idle_timeout_s
         with self._lock:
             expired = []
             while self._in_flight:
@@ -396,9 +421,20 @@ class TraceAssembly(Generic[SpanT]):
                 if state.last_activity > deadline:
                     break
                 self._in_flight.popitem(last=False)
+                self._by_age.pop(state.trace_id, None)
+                expired.append(state)
+            if self.max_age_s is not None:
+                born_by = now - self.max_age_s
+                while self._by_age:
+                    state = next(iter(self._by_age.values()))
+                    if state.first_seen > born_by:
+                        break
+                    self._by_age.popitem(last=False)
+                    del self._in_flight[state.trace_id]
+                    expired.append(state)
+            for state in expired:
                 self._release(state.trace_id, _TIMED_OUT)
                 self._forget(state)
-                expired.append(state)
             return expired
 
     def take_all(self) -> tuple[list[TraceState[SpanT]], list[TraceState[SpanT]]]:
@@ -408,6 +444,7 @@ class TraceAssembly(Generic[SpanT]):
             self._ready.clear()
             incomplete = list(self._in_flight.values())
             self._in_flight.clear()
+            self._by_age.clear()
             self._unflushed.clear()
             for state in incomplete:
                 self._release(state.trace_id, _FLUSHED)
@@ -449,9 +486,20 @@ class TraceAssembly(Generic[SpanT]):
             elif state.kept_whole:
                 state.kept.extend(kept)
 
+    def open_span_ids_after_fork(self) -> set[int]:
+        """The ids of the spans seen starting and not yet ended, read in a forked child.
+
+        Takes no lock: a thread of the parent may have held it at the fork, and in the child it
+        would never be released. No other thread runs in the child at that point.
+        """
+        return {span_id for state in list(self._in_flight.values()) for span_id in state.open_span_ids}
+
     def next_expiry(self) -> float | None:
-        """Clock time at which the least recently active trace times out, if any."""
+        """Clock time at which the next trace times out (idle, or by age), if any."""
         with self._lock:
             if not self._in_flight:
                 return None
-            return next(iter(self._in_flight.values())).last_activity + self.idle_timeout_s
+            expiry = next(iter(self._in_flight.values())).last_activity + self.idle_timeout_s
+            if self.max_age_s is not None and self._by_age:
+                expiry = min(expiry, next(iter(self._by_age.values())).first_seen + self.max_age_s)
+            return expiry

@@ -9,10 +9,17 @@ stays full (an exporter that hangs), or a deadline (flush or shutdown) that pass
 spans that then find no room are not handed over but counted, so what the queue could not take
 is reported rather than dropped without a word. Spans handed over on the application's thread
 (late or sampled-out spans) are never paced: it must not wait on the exporter.
+
+A processor with no queue (a ``SimpleSpanProcessor``) exports inside ``on_end``: one whose exporter
+hangs holds the hand-over there for good. The spans given to be handed (``expect``) and not handed
+yet are then what it will never take: ``abandon`` ends the hand-over and says how many, for the
+shutdown to count, and ``shutdown`` gives the processors a deadline instead of waiting on them.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -24,6 +31,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 
 from .._sdk_internals import batch_queue
 from ..errors import handle_internal_errors
+
+_logger = logging.getLogger(__name__)
 
 # Key the OpenTelemetry SDK and instrumentations check to keep exporter traffic untraced.
 _SUPPRESS_INSTRUMENTATION_KEY = "suppress_instrumentation"
@@ -56,6 +65,11 @@ class Downstream:
         self._limits: tuple[tuple[deque[Any], int], ...] = ()
         # Queues that stayed full past STALL_S: not waited for again until they have room.
         self._stalled: set[int] = set()
+        # Spans given to be handed over (expect) and not handed yet; guarded by _progress, which
+        # also makes "abandoned" and "this span goes to the processors" one step.
+        self._progress = threading.Lock()
+        self._unhanded = 0
+        self._abandoned = False
         for processor in processors:
             self.add(processor)
 
@@ -105,6 +119,11 @@ class Downstream:
         token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
         try:
             for span in spans:
+                with self._progress:
+                    if self._abandoned:
+                        # Counted by whoever abandoned the hand-over, or (given after it) not ours.
+                        break
+                    self._unhanded -= 1
                 for processor, queue in self._queues:
                     if queue is not None and len(queue) >= queue.maxlen and not self._room(queue, give_up_at):  # type: ignore[operator]
                         lost += 1
@@ -138,6 +157,23 @@ class Downstream:
             sleep = min(sleep * 2, _LONGEST_SLEEP_S)
         return True
 
+    def expect(self, spans: int) -> None:
+        """Note ``spans`` more spans taken to be handed over by ``hand_paced``."""
+        with self._progress:
+            self._unhanded += spans
+
+    def settle(self) -> None:
+        """Everything expected was handed over or counted (the end of a worker's round or a drain)."""
+        with self._progress:
+            self._unhanded = 0
+
+    def abandon(self) -> int:
+        """Stop every hand-over for good; returns how many expected spans were not handed over."""
+        with self._progress:
+            self._abandoned = True
+            unhanded, self._unhanded = max(0, self._unhanded), 0
+            return unhanded
+
     def notice_room(self) -> None:
         """Forget stalls of queues that have room again (called by the worker now and then)."""
         if self._stalled:
@@ -155,7 +191,37 @@ class Downstream:
             flushed = result and flushed
         return flushed
 
-    def shutdown(self) -> None:
-        for processor in self.processors:
-            with handle_internal_errors("downstream shutdown"):
-                processor.shutdown()
+    def shutdown(self, give_up_at: float) -> int:
+        """Shut the processors down, waiting for them until ``give_up_at`` (clock time).
+
+        Returns how many spans were still in the queues of processors not shut down by then:
+        they go on in the background, and what they have not exported when the process exits is lost.
+        """
+        pending = list(self.processors)
+
+        def shut_down_in_turn() -> None:
+            while pending:
+                with handle_internal_errors("downstream shutdown"):
+                    pending[0].shutdown()
+                pending.pop(0)
+
+        try:
+            # A daemon thread: a processor whose exporter hangs must not keep the application alive.
+            thread = threading.Thread(target=shut_down_in_turn, name="otel-agent-profiler shutdown", daemon=True)
+            thread.start()
+        except RuntimeError:
+            # No new threads at interpreter shutdown (Python 3.12+ at exit): shut down here.
+            shut_down_in_turn()
+            return 0
+        thread.join(timeout=max(0.0, give_up_at - time.monotonic()))
+        if not thread.is_alive():
+            return 0
+        queues = dict(self._queues)
+        left = sum(len(queue) for processor in list(pending) if (queue := queues.get(processor)) is not None)
+        _logger.warning(
+            "otel-agent-profiler: %s did not shut down in time; left to finish in the background, "
+            "%d spans in their queues are counted as lost",
+            ", ".join(type(processor).__name__ for processor in list(pending)),
+            left,
+        )
+        return left

@@ -16,8 +16,9 @@ OTEL_AGENT_PROFILER_MAX_SPANS_PER_TRACE = "OTEL_AGENT_PROFILER_MAX_SPANS_PER_TRA
 """Spans held per trace (default 10000). A trace that grows past it is exported unprofiled."""
 
 OTEL_AGENT_PROFILER_TRACE_TIMEOUT = "OTEL_AGENT_PROFILER_TRACE_TIMEOUT"
-"""Seconds to wait for a trace to complete (default 60). After that the trace is profiled with
-the spans that ended; spans ending later are exported unprofiled."""
+"""Seconds from a trace's first span to wait for it to complete (default 60), however busy it
+still is. After that the trace is profiled with the spans that ended; spans ending later are
+exported unprofiled."""
 
 OTEL_AGENT_PROFILER_SAMPLE_RATE = "OTEL_AGENT_PROFILER_SAMPLE_RATE"
 """Fraction of traces to profile, 0 to 1 (default 1). Every span is still exported."""

@@ -4,15 +4,17 @@ It sits in front of the exporting processors (``downstream``). On the applicatio
 does O(1) work per span: note a span opened, or hold an ended one. When a trace is complete
 (its local root ended and none of its spans is open) a daemon worker profiles it with the
 analysis core, hands enriched copies of its spans to the downstream processors and records
-the profile metrics. A trace that does not complete within the timeout is profiled with the
-spans that ended; its later spans are exported unprofiled. A ``force_flush`` exports the spans
-that ended, as the SDK promises, without ending their trace: those of a trace still running go
-out marked ``agent_profiler.exported_early`` and their records stay held, so the trace is
-profiled whole when it completes (its later spans enriched, its root with the totals). Spans a
-cap pushes out are exported unprofiled too, by the worker: a whole trace handed to a slow
+the profile metrics. A trace that does not complete within the timeout of its first span is
+profiled with the spans that ended; its later spans are exported unprofiled. A ``force_flush``
+exports the spans that ended, as the SDK promises, without ending their trace: those of a trace
+still running go out marked ``agent_profiler.exported_early`` and their records stay held, so the
+trace is profiled whole when it completes (its later spans enriched, its root with the totals).
+Spans a cap pushes out are exported unprofiled too, by the worker: a whole trace handed to a slow
 exporter must not hold up the application's thread. The worker hands spans over at the pace the
-exporting processors can take them (``downstream.py``); what they cannot take by a deadline is
-counted and logged. Nothing the profiler does raises into the app (README "Delivery guarantees").
+exporting processors can take them (``downstream.py``); what they cannot take by a deadline, or
+what waits behind one that hangs, is counted and logged. After a fork, the child's spans under a
+span open at the fork complete their traces in the child. Nothing the profiler does raises into
+the app (README "Delivery guarantees").
 """
 
 from __future__ import annotations
@@ -70,8 +72,12 @@ LOST_DOWNSTREAM_FULL = "lost_downstream_full"
 # How often, at most, the worker logs that spans were lost (they are counted every time).
 _LOST_LOG_INTERVAL_S = 60.0
 # After a shutdown's deadline, how long it waits for the worker to finish handing over (no
-# longer waiting for room) before it shuts the exporting processors down.
-_WORKER_FINISH_S = 5.0
+# longer waiting for room, it finishes at once unless a processor hangs in on_end).
+_WORKER_FINISH_S = 1.0
+# After a shutdown's deadline, how long the exporting processors' own shutdown is waited for (a
+# batch processor exports its queue then). With _WORKER_FINISH_S, what shutdown takes at most
+# beyond shutdown_timeout_s (README "Delivery guarantees").
+_DOWNSTREAM_SHUTDOWN_S = 2.0
 # What a span exported before its trace completed carries instead of its profile.
 _EARLY_MARK = {EXPORTED_EARLY: True}
 # The guards of the hooks the application calls for every span, made once (they keep no state).
@@ -129,6 +135,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         self._sampled_out_reads = 0
         self._sampled_out_reported = 0
         self._shutdown = False
+        # In a forked child: the spans that were open in the parent at the fork (see _after_fork).
+        self._opened_before_fork: frozenset[int] = frozenset()
         # The inference servers' metrics, polled from now on so that the first calls find samples.
         self.backend_poller: BackendPoller | None = None
         if self.config.backend_metrics:
@@ -148,6 +156,9 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self.config.max_traces,
             self.config.max_spans_per_trace,
             idle_timeout_s=self.config.trace_timeout_s,
+            # The timeout is an age: a long run that keeps producing spans is profiled with what
+            # ended by then, and its later spans go out unprofiled, instead of being held to its end.
+            max_age_s=self.config.trace_timeout_s,
             complete_at_local_root=True,
             # The newest traces are the ones the application is running: the oldest make room.
             at_trace_cap=EVICT_OLDEST,
@@ -230,7 +241,9 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                     self._ensure_worker()
                 return
             parent = span.parent
-            is_local_root = parent is None or parent.is_remote
+            # A span whose parent was open when this process was forked has its parent in another
+            # process, as a remote one does: its trace completes here without that parent.
+            is_local_root = parent is None or parent.is_remote or parent.span_id in self._opened_before_fork
             taken = self._buffer.span_ended(context.trace_id, context.span_id, span, is_local_root, span_size(span))
         if taken is None:
             # The profiler failed on this span (logged by the guard): it goes out as it came.
@@ -292,12 +305,21 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             if self._stopping:
                 break
             with handle_internal_errors("worker"), self._process_lock:
-                self._out.notice_room()
-                self._export_pushed_out()
-                self._process(self._buffer.take_ready(), complete=True)
-                self._process(self._buffer.take_expired(), complete=False, outcome="timed_out")
-                self._report_sampled_out()
-                self._log_lost(final=False)
+                try:
+                    self._out.notice_room()
+                    self._export_pushed_out()
+                    self._process(self._taken(self._buffer.take_ready()), complete=True)
+                    self._process(self._taken(self._buffer.take_expired()), complete=False, outcome="timed_out")
+                    self._report_sampled_out()
+                    self._log_lost(final=False)
+                finally:
+                    self._out.settle()
+
+    def _taken(self, states: list[TraceState[ReadableSpan]]) -> list[TraceState[ReadableSpan]]:
+        """``states``, taken out of the buffer to hand over: noted with the exporting processors,
+        so that a shutdown that finds the hand-over hung counts them (``_give_up_on_held``)."""
+        self._out.expect(sum(len(state.spans) for state in states))
+        return states
 
     def _process(self, states: Iterable[TraceState[ReadableSpan]], *, complete: bool, outcome: str = "") -> None:
         for state in states:
@@ -419,11 +441,35 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 group = self._pushed_out.popleft()
             except IndexError:
                 return
+            self._out.expect(len(group.spans))
             try:
                 with handle_internal_errors("worker"):
                     self._export_unprofiled(group, give_up_at, paced=True)
             finally:
                 self._pushed_out_bytes -= group.size
+
+    def _give_up_on_held(self) -> None:
+        """Count as lost every span still held or in hand: the hand-over is hung in an exporting
+        processor (at shutdown, past its deadline), so none of them will be handed over."""
+        self._log_lost(final=True)  # what was lost before, to a full queue
+        lost = self._out.abandon()
+        while True:
+            try:
+                group = self._pushed_out.popleft()
+            except IndexError:
+                break
+            lost += len(group.spans)
+            self._pushed_out_bytes -= group.size
+        ready, incomplete = self._buffer.take_all()
+        lost += sum(len(state.spans) for state in (*ready, *incomplete))
+        self._add_lost(lost)
+        self._lost_logged = self._lost
+        _logger.warning(
+            "otel-agent-profiler: an exporting processor did not return from on_end (its exporter hangs?); "
+            "%d spans waiting behind it could not be handed over (%d in all so far)",
+            lost,
+            self._lost,
+        )
 
     def _log_lost(self, *, final: bool) -> None:
         new = self._lost - self._lost_logged
@@ -433,14 +479,14 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._lost_logged_at = now
             _logger.warning(
                 "otel-agent-profiler: %d spans could not be handed to the exporting processors: their "
-                "queue stayed full (%d in all so far)",
+                "queue stayed full, or one of them hung (%d in all so far)",
                 new,
                 self._lost,
             )
 
     # -- flush and shutdown ---------------------------------------------------------------
 
-    def _drain_all(self, deadline: float, lock_deadline: float, *, final: bool) -> bool:
+    def _drain_all(self, deadline: float, lock_deadline: float, *, final: bool) -> bool | None:
         """Export every ended span held, profiled where its trace can be; past ``deadline``
         export the rest unprofiled.
 
@@ -448,10 +494,11 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         others early, which stay held (``_export_early``); shutdown (``final``) profiles them
         with the spans that ended. Waits for the worker's lock until ``lock_deadline`` (the
         worker, past the deadline, no longer waits for room downstream, so it lets go soon).
-        Returns False when the deadline cut the work short.
+        Returns False when the deadline cut the work short, None when the lock was not free by
+        ``lock_deadline`` (nothing was done).
         """
         if not self._process_lock.acquire(timeout=max(0.0, lock_deadline - time.monotonic())):
-            return False
+            return None
         on_time = True
         try:
             with handle_internal_errors("flush"):
@@ -464,6 +511,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                     # below, so no span that ended before the flush is left behind.
                     self._export_early(deadline)
                     ready, incomplete = self._buffer.take_ready(), []
+                self._taken([*ready, *incomplete])
                 # Shutdown promises that every ended span is exported, so a trace still running is
                 # profiled with what it has; spans ending later pass through unprofiled.
                 work = [(state, True, "complete") for state in ready]
@@ -478,6 +526,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                             self._profile_and_export(state, complete, outcome, deadline)
                 self._report_sampled_out()
         finally:
+            self._out.settle()
             self._process_lock.release()
         return on_time
 
@@ -488,6 +537,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         every span end (as some agent frameworks do) costs what ended since the last one.
         """
         for state, spans in self._buffer.take_for_flush():
+            self._out.expect(len(spans))
             records: list[SpanRecord] | None = None
             with handle_internal_errors("flush"):
                 records = records_from_spans(spans)
@@ -510,7 +560,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             _logger.warning("otel-agent-profiler: force_flush called after shutdown; ignored")
             return False
         flushed = self._drain_all(deadline, deadline, final=False)
-        return self._out.force_flush(deadline) and flushed
+        return self._out.force_flush(deadline) and flushed is True
 
     def flush_at_exit(self, timeout_millis: int = 30000) -> bool:
         """Flush for an application that is ending: like ``shutdown``, traces still running are
@@ -522,7 +572,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         if self._shutdown:
             return False
         flushed = self._drain_all(deadline, deadline, final=True)
-        return self._out.force_flush(deadline) and flushed
+        return self._out.force_flush(deadline) and flushed is True
 
     def shutdown(self) -> None:
         """Profile and export everything pending, then shut the downstream processors down.
@@ -530,6 +580,9 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         Profiling and handing spans over take at most ``shutdown_timeout_s``; spans the exporting
         processors cannot take by then are counted and logged. They are shut down only after the
         profiler has handed over everything it will, so none is refused by a closed processor.
+        Returns within ``shutdown_timeout_s`` plus 3 s, even when an exporting processor hangs:
+        the spans it never took are counted and logged, and its own shutdown is left to finish
+        in the background.
         """
         if self._shutdown:
             return
@@ -541,18 +594,40 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         self._give_up_at = deadline
         self._wake.set()
         worker = self._worker
+        hung = False
         if worker is not None and worker is not threading.current_thread():
             worker.join(timeout=max(0.0, deadline - time.monotonic()))
             if worker.is_alive():
                 # Past the deadline it no longer waits for room; let it finish its hand-over.
                 worker.join(timeout=_WORKER_FINISH_S)
-        self._drain_all(deadline, max(deadline, time.monotonic()) + _WORKER_FINISH_S, final=True)
+                # Still at it: an exporting processor does not return from on_end.
+                hung = worker.is_alive()
+        lock_wait = 0.0 if hung else _WORKER_FINISH_S
+        if self._drain_all(deadline, max(deadline, time.monotonic()) + lock_wait, final=True) is None:
+            self._give_up_on_held()
         self._log_lost(final=True)
         if self.backend_poller is not None:
             self.backend_poller.stop()
         if self.config.console_report:
             self._print_console_report()
-        self._out.shutdown()
+        self._add_lost(self._out.shutdown(max(deadline, time.monotonic()) + _DOWNSTREAM_SHUTDOWN_S))
+
+    def _after_fork(self) -> None:
+        """In a forked child: start afresh, with the spans open at the fork as remote parents.
+
+        The parent process goes on with the spans it held (the child must not export them again)
+        and ends the spans that were open at the fork; the child's spans under them form traces
+        of their own here, which complete when the child's local roots end. ``multiprocessing``
+        ends a child with ``os._exit``, which runs no ``atexit`` handler, after running its own
+        finalizers: one of them flushes what this child's traces left.
+        """
+        self._opened_before_fork = self._opened_before_fork | self._buffer.open_span_ids_after_fork()
+        self._init_runtime_state()
+        multiprocessing_util = sys.modules.get("multiprocessing.util")
+        if multiprocessing_util is not None:
+            # multiprocessing clears its finalizers after the fork, then runs its after-fork hooks:
+            # the finalizer is registered from one of those.
+            multiprocessing_util.register_after_fork(self, _flush_when_multiprocessing_exits)
 
     @handle_internal_errors("console report")
     def _print_console_report(self) -> None:
@@ -572,10 +647,25 @@ def _shutdown_at_exit(ref: weakref.ref[AgentProfilerSpanProcessor]) -> None:
 
 
 def _reinit_after_fork(ref: weakref.ref[AgentProfilerSpanProcessor]) -> Any:
+    @handle_internal_errors("fork")
     def reinit() -> None:
         # The child starts with no worker thread and must not export the parent's spans again.
         processor = ref()
         if processor is not None:
-            processor._init_runtime_state()
+            processor._after_fork()
 
     return reinit
+
+
+def _flush_when_multiprocessing_exits(processor: AgentProfilerSpanProcessor) -> None:
+    import multiprocessing.util
+
+    # A high priority: it runs before the finalizers that may close what the exporters use.
+    multiprocessing.util.Finalize(processor, _flush_child_at_exit, args=(weakref.ref(processor),), exitpriority=100)
+
+
+@handle_internal_errors("flush at exit")
+def _flush_child_at_exit(ref: weakref.ref[AgentProfilerSpanProcessor]) -> None:
+    processor = ref()
+    if processor is not None:
+        processor.flush_at_exit(timeout_millis=int(processor.config.shutdown_timeout_s * 1000))

@@ -151,15 +151,19 @@ class AgentProfilerConfigurator(SdkConfigurator):
     """The ``opentelemetry_configurator`` entry point: the SDK's setup, with the profiler.
 
     Traces and metrics default to the OTLP exporters (as if ``OTEL_TRACES_EXPORTER`` and
-    ``OTEL_METRICS_EXPORTER`` were ``otlp``); everything else is the SDK's own configuration.
+    ``OTEL_METRICS_EXPORTER`` were ``otlp``), with the profiler off
+    (``OTEL_AGENT_PROFILER_ENABLED=false``) as with it on; everything else is the SDK's own
+    configuration.
     """
 
     def _configure(self, **kwargs: Any) -> None:
+        # The defaults hold with the profiler off too: turning it off must leave the app's
+        # telemetry as it was with it on, minus the profiler (not turn the export off).
+        os.environ.setdefault(OTEL_TRACES_EXPORTER, "otlp")
+        os.environ.setdefault(OTEL_METRICS_EXPORTER, "otlp")
         if not enabled_in_environment():
             configure_sdk(self, **kwargs)
             return
-        os.environ.setdefault(OTEL_TRACES_EXPORTER, "otlp")
-        os.environ.setdefault(OTEL_METRICS_EXPORTER, "otlp")
         if not _sdk_internals.SDK_SETUP_TAKES_SPAN_PROCESSORS:
             # An SDK before 1.40 adds its exporting processors itself: put the profiler in front of
             # them afterwards, as the hook does behind another configurator.

@@ -49,6 +49,7 @@ def processor_assembly(
         max_traces,
         max_spans,
         idle_timeout_s=timeout_s,
+        max_age_s=timeout_s,
         complete_at_local_root=True,
         at_trace_cap=EVICT_OLDEST,
         at_span_cap=RELEASE_TRACE,
@@ -235,6 +236,47 @@ def test_expiry_is_measured_from_the_traces_first_span_oldest_first() -> None:
     assert [state.trace_id for state in buffer.take_expired()] == [2]
     assert buffer.next_expiry() is None
     assert len(buffer) == 0
+
+
+def test_a_trace_that_keeps_producing_spans_expires_at_its_age_and_its_later_spans_are_late() -> None:
+    buffer, clock = make_buffer(timeout_s=10.0)
+    buffer.span_started(1, 10)
+    for step in range(11):  # a span every second: never idle for the timeout
+        clock.now += 1
+        buffer.span_started(1, 100 + step)
+        buffer.span_ended(1, 100 + step, f"step {step}", False)
+        if step == 8:
+            assert buffer.next_expiry() == pytest.approx(1010.0)
+            assert buffer.take_expired() == []
+    (state,) = buffer.take_expired()  # 11 s after its first span
+    assert state.spans == [f"step {step}" for step in range(11)]
+    assert state.open_span_ids == {10}
+    assert buffer.next_expiry() is None
+    assert buffer.held_bytes == 0 and buffer.held_spans == 0
+    assert buffer.span_ended(1, 10, "root", True) == ([UnprofiledSpans(LATE, ["root"])], False)
+
+
+def test_a_trace_let_go_of_before_its_age_leaves_nothing_behind_for_the_age_check() -> None:
+    buffer, clock = make_buffer(timeout_s=10.0)
+    buffer.span_started(1, 10)
+    buffer.span_ended(1, 10, "root", True)  # complete at once
+    assert [state.trace_id for state in buffer.take_ready()] == [1]
+    clock.now += 5
+    buffer.span_started(2, 20)
+    assert buffer.next_expiry() == pytest.approx(1015.0)
+    clock.now += 6  # trace 1 would be 11 s old
+    assert buffer.take_expired() == []
+
+
+def test_without_an_age_limit_activity_keeps_a_trace_held() -> None:
+    clock = FakeClock()
+    buffer = serve_assembly(quiet_period_s=10.0, clock=clock)
+    for step in range(30):
+        clock.now += 1
+        buffer.add(1, f"span {step}")
+    assert buffer.take_expired() == []
+    clock.now += 10
+    assert len(buffer.take_expired()) == 1
 
 
 def test_expired_trace_keeps_the_spans_that_ended() -> None:

@@ -23,8 +23,9 @@ from opentelemetry.metrics import Histogram, Meter, NoOpMeter, NoOpMeterProvider
 from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.trace import Tracer, set_span_in_context
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Link, Tracer, set_span_in_context
 
 from otel_agent_profiler import install
 from otel_agent_profiler.core.profile import TraceProfile
@@ -326,6 +327,58 @@ def test_a_byte_limit_bounds_the_buffer_and_sends_the_oldest_traces_out_unprofil
     assert outcomes.get("unprofiled_memory_cap", 0) > 0
 
 
+_PAYLOAD = "x" * 10_000
+
+
+def _span_with_payload(tracer: Tracer, root: Any, placement: str, previous: Any) -> None:
+    """An ended span carrying 10 kB of text in one of the places instrumentations put prompts."""
+    context = set_span_in_context(root)
+    if placement == "event attribute":
+        span = tracer.start_span("llm", context=context)
+        span.add_event("gen_ai.content.prompt", {"gen_ai.prompt": _PAYLOAD})
+    elif placement == "event string array":
+        span = tracer.start_span("llm", context=context)
+        span.add_event("gen_ai.choice", {"gen_ai.completions": (_PAYLOAD[:5_000], _PAYLOAD[5_000:])})
+    elif placement == "string array attribute":
+        span = tracer.start_span("llm", context=context, attributes={"gen_ai.prompts": [_PAYLOAD[:5_000]] * 2})
+    else:
+        span = tracer.start_span("llm", context=context, links=[Link(previous, {"gen_ai.prompt": _PAYLOAD})])
+    span.end()
+
+
+@pytest.mark.parametrize(
+    "placement", ["event attribute", "event string array", "string array attribute", "link attribute"]
+)
+def test_the_byte_limit_sees_payload_in_events_arrays_and_links(
+    meter: tuple[SdkMeterProvider, InMemoryMetricReader], placement: str
+) -> None:
+    meter_provider, reader = meter
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    profiler = AgentProfilerSpanProcessor(exporter, meter_provider=meter_provider, max_buffer_bytes=2_000_000)
+    provider.add_span_processor(profiler)
+    tracer = provider.get_tracer("t")
+    roots = []
+    # 30 traces of 20 spans with 10 kB each: about 6 MB of payload if all were held, while the
+    # spans without it weigh about 1.5 MB, under the limit.
+    for index in range(30):
+        root = tracer.start_span(f"run {index}")
+        roots.append(root)
+        for _ in range(20):
+            _span_with_payload(tracer, root, placement, previous=roots[0].get_span_context())
+        assert profiler.held_bytes <= 2_000_000
+    peak_held = profiler.held_bytes
+    for root in roots:
+        root.end()
+    provider.shutdown()
+    outcomes = span_outcomes(reader)
+    sent = 30 * 21
+    report(f"byte limit, payload in {placement}", sent, exporter.delivered, lost_of(outcomes))
+    assert exporter.delivered == sent
+    assert outcomes.get("unprofiled_memory_cap", 0) > 0
+    assert peak_held > 1_500_000  # the payload held is seen, not only the spans around it
+
+
 def test_a_trace_that_never_ends_holds_bounded_memory(never_raise: None) -> None:
     exporter = CountingExporter()
     provider = TracerProvider()
@@ -354,6 +407,103 @@ def test_a_trace_that_never_ends_holds_bounded_memory(never_raise: None) -> None
     assert delivered == 30_000
     # 30,000 held spans would take about 100 MB; what the exporter keeps (span ids) is about 2 MB.
     assert after - before < 5_000_000
+
+
+# -- 8. a long trace that keeps producing spans --------------------------------------------------
+
+
+def test_a_long_running_trace_is_profiled_at_its_timeout_and_its_later_spans_go_out_as_they_end(
+    meter: tuple[SdkMeterProvider, InMemoryMetricReader],
+) -> None:
+    meter_provider, reader = meter
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    profiler = AgentProfilerSpanProcessor(
+        downstream=[SimpleSpanProcessor(exporter)], meter_provider=meter_provider, trace_timeout_s=1.0
+    )
+    provider.add_span_processor(profiler)
+    tracer = provider.get_tracer("t")
+    root = tracer.start_span("agent")
+    started = time.monotonic()
+    sent = 0
+    while time.monotonic() - started < 2.5:  # a step every 50 ms: never idle for the timeout
+        tracer.start_span("step", context=set_span_in_context(root)).end()
+        sent += 1
+        time.sleep(0.05)
+    # A crash now would lose what is still held: with the timeout counted from the trace's first
+    # span, only what ended in the last moments may still be waiting.
+    exported_while_running = len(exporter.get_finished_spans())
+    root.end()
+    sent += 1
+    provider.shutdown()
+    spans = exporter.get_finished_spans()
+    outcomes = span_outcomes(reader)
+    report("a trace running past its timeout", sent, len(spans), lost_of(outcomes))
+    assert exported_while_running >= sent - 1 - 5
+    assert len(spans) == sent
+    profiled = [span for span in spans if "agent_profiler.self_time_ms" in (span.attributes or {})]
+    assert 10 <= len(profiled) < sent - 10  # what ended within the first second, profiled
+    assert all(span.attributes["agent_profiler.trace.complete"] is False for span in profiled)  # type: ignore[index]
+    assert outcomes.get("unprofiled_late", 0) == sent - len(profiled)
+
+
+# -- 9. a downstream processor that hangs ------------------------------------------------------------
+
+
+class HangingExporter(CountingExporter):
+    """Takes the first ``before_hang`` export calls, then blocks until released (a dead socket)."""
+
+    def __init__(self, before_hang: int) -> None:
+        super().__init__()
+        self.calls = 0
+        self.before_hang = before_hang
+        self.release = threading.Event()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.calls += 1
+        if self.calls > self.before_hang:
+            self.release.wait()
+            return SpanExportResult.FAILURE
+        return super().export(spans)
+
+    def shutdown(self) -> None:
+        self.release.wait(60)  # as hung as its export
+
+
+def test_spans_behind_a_hung_simple_processor_are_counted_and_shutdown_keeps_its_timeout(
+    meter: tuple[SdkMeterProvider, InMemoryMetricReader], caplog: Any
+) -> None:
+    meter_provider, reader = meter
+    exporter = HangingExporter(before_hang=5)
+    provider = TracerProvider()
+    profiler = AgentProfilerSpanProcessor(
+        downstream=[SimpleSpanProcessor(exporter)], meter_provider=meter_provider, shutdown_timeout_s=2.0
+    )
+    provider.add_span_processor(profiler)
+    tracer = provider.get_tracer("t")
+    sent = 0
+    for _ in range(8):  # complete traces: the worker hands them over, and hangs at the sixth span
+        sent += one_big_trace(tracer, 4)
+    time.sleep(0.2)
+    running = tracer.start_span("still running")
+    tracer.start_span("step", context=set_span_in_context(running)).end()
+    sent += 1
+    started = time.monotonic()
+    try:
+        with caplog.at_level(logging.WARNING):
+            provider.shutdown()
+        elapsed = time.monotonic() - started
+        outcomes = span_outcomes(reader)
+    finally:
+        exporter.release.set()
+    hung = 1  # the span the hung export call holds: taken by the processor, neither delivered nor ours to count
+    lost = lost_of(outcomes)
+    report("behind a hung SimpleSpanProcessor", sent, exporter.delivered, lost)
+    assert exporter.delivered == 5
+    assert exporter.delivered + hung + lost == sent
+    assert profiler.lost_spans == lost
+    assert any("could not be handed" in r.getMessage() for r in caplog.records)
+    assert elapsed < 2.0 + 3.0 + 1.0  # the timeout, the documented 3 s, and slack for a loaded machine
 
 
 # -- a seeded chaos run ----------------------------------------------------------------------------
