@@ -4,7 +4,9 @@ Both hold the spans of traces in flight, hand whole traces over to be profiled, 
 unprofiled but never dropped, whatever does not fit or comes too late. They differ in how a trace
 completes and in what a cap does, and those are the constructor's parameters:
 
-* completion: after ``idle_timeout_s`` without a span of the trace starting or ending; and, with
+* completion: after ``idle_timeout_s`` without a span of the trace starting or ending, or, with
+  ``max_age_s``, once the trace is that old (its first span seen that long ago: a long trace is
+  then profiled with what it has, and its later spans are late); and, with
   ``complete_at_local_root``, as soon as a local root has ended and none of its spans is open
   (the processor sees spans start; ``serve`` only sees them once ended);
 * at ``max_traces``: ``EVICT_OLDEST`` pushes the oldest trace out to make room (the processor: the
@@ -78,6 +80,8 @@ class TraceState(Generic[SpanT]):
     #: Clock time of the trace's last span start or end: the wait for completion counts
     #: from there, so a long run that is still active is not cut short.
     last_activity: float
+    #: Clock time the trace was first seen: its age counts from there (``max_age_s``).
+    first_activity: float = field(init=False)
     #: Ended spans held, not yet exported.
     spans: list[SpanT] = field(default_factory=list)
     open_span_ids: set[int] = field(default_factory=set)
@@ -93,6 +97,9 @@ class TraceState(Generic[SpanT]):
     #: False when the caller could not keep what it needed of spans exported early: the trace
     #: can no longer be profiled whole.
     kept_whole: bool = True
+
+    def __post_init__(self) -> None:
+        self.first_activity = self.last_activity
 
     @property
     def held_bytes(self) -> int:
@@ -143,6 +150,8 @@ class TraceAssembly(Generic[SpanT]):
         max_traces: traces held at most (in flight or complete and waiting to be taken).
         max_spans_per_trace: spans held at most per trace.
         idle_timeout_s: a trace without a span starting or ending for this long is complete.
+        max_age_s: a trace first seen this long ago is taken by ``take_aged``, however active; None
+            for no limit.
         complete_at_local_root: a trace is also complete once a local root ended and none of the
             spans seen starting is still open.
         at_trace_cap: ``EVICT_OLDEST`` or ``REFUSE_NEW``.
@@ -169,9 +178,12 @@ class TraceAssembly(Generic[SpanT]):
         remembered_traces: int | None = None,
         max_bytes: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        max_age_s: float | None = None,
     ) -> None:
         if idle_timeout_s < 0:
             raise ValueError("idle_timeout_s must not be negative")
+        if max_age_s is not None and max_age_s <= 0:
+            raise ValueError("max_age_s must be positive")
         if max_traces < 1 or max_spans_per_trace < 1:
             raise ValueError("max_traces and max_spans_per_trace must be at least 1")
         if max_bytes is not None and (max_bytes < 1 or at_trace_cap != EVICT_OLDEST):
@@ -184,6 +196,7 @@ class TraceAssembly(Generic[SpanT]):
         self.max_spans_per_trace = max_spans_per_trace
         self.max_bytes = max_bytes
         self.idle_timeout_s = idle_timeout_s
+        self.max_age_s = max_age_s
         self._complete_at_local_root = complete_at_local_root
         self._evict_oldest = at_trace_cap == EVICT_OLDEST
         self._release_trace = at_span_cap == RELEASE_TRACE
@@ -401,6 +414,20 @@ class TraceAssembly(Generic[SpanT]):
                 expired.append(state)
             return expired
 
+    def take_aged(self) -> list[TraceState[SpanT]]:
+        """Traces first seen ``max_age_s`` ago or longer, to be profiled with what they have; their later
+        spans are late. A scan of the traces in flight: they are ordered by activity, not by age."""
+        if self.max_age_s is None:
+            return []
+        deadline = self._clock() - self.max_age_s
+        with self._lock:
+            aged = [state for state in self._in_flight.values() if state.first_activity <= deadline]
+            for state in aged:
+                del self._in_flight[state.trace_id]
+                self._release(state.trace_id, _TIMED_OUT)
+                self._forget(state)
+            return aged
+
     def take_all(self) -> tuple[list[TraceState[SpanT]], list[TraceState[SpanT]]]:
         """Everything held: (complete traces, incomplete traces). Used by shutdown (and serve's flush)."""
         with self._lock:
@@ -450,8 +477,12 @@ class TraceAssembly(Generic[SpanT]):
                 state.kept.extend(kept)
 
     def next_expiry(self) -> float | None:
-        """Clock time at which the least recently active trace times out, if any."""
+        """Clock time at which the least recently active trace times out, or the oldest ages out, if any."""
         with self._lock:
             if not self._in_flight:
                 return None
-            return next(iter(self._in_flight.values())).last_activity + self.idle_timeout_s
+            expiry = next(iter(self._in_flight.values())).last_activity + self.idle_timeout_s
+            if self.max_age_s is not None:
+                oldest = min(state.first_activity for state in self._in_flight.values())
+                expiry = min(expiry, oldest + self.max_age_s)
+            return expiry
