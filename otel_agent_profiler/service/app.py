@@ -368,7 +368,7 @@ def run(config: ServeConfig, ready: threading.Event | None = None) -> int:
                 signal_counts = relay.counts()
                 if signal_counts["received"]:
                     logger.log(
-                        logging.WARNING if signal_counts["failed"] else logging.INFO,
+                        logging.WARNING if signal_counts["failed"] or signal_counts["rejected"] else logging.INFO,
                         "%s passed through: %s",
                         relay.signal.name,
                         signal_counts,

@@ -197,3 +197,45 @@ class RecordingExporter(ScriptedExporter):
     def export(self, request: ExportTraceServiceRequest) -> None:
         self.sent.append((sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans), request.ByteSize()))
         super().export(request)
+
+
+def test_grpc_retry_info_is_honoured() -> None:
+    """A real gRPC upstream answers UNAVAILABLE with a RetryInfo of 1.5 s, then OK."""
+    from concurrent import futures
+
+    import grpc  # type: ignore[import-untyped]
+    from google.protobuf.duration_pb2 import Duration
+    from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    from otel_agent_profiler.service.forwarder import GrpcExporter
+
+    calls: list[float] = []
+
+    def export(request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            status = status_pb2.Status(code=code_pb2.UNAVAILABLE, message="busy")
+            status.details.add().Pack(error_details_pb2.RetryInfo(retry_delay=Duration(seconds=1, nanos=500_000_000)))
+            context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
+            context.abort(grpc.StatusCode.UNAVAILABLE, "busy")
+        return ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    handler = grpc.unary_unary_rpc_method_handler(
+        export,
+        request_deserializer=ExportTraceServiceRequest.FromString,
+        response_serializer=ExportTraceServiceResponse.SerializeToString,
+    )
+    service = "opentelemetry.proto.collector.trace.v1.TraceService"
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {"Export": handler}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        forwarder = Forwarder(GrpcExporter(f"127.0.0.1:{port}", 5.0), initial_backoff_s=0.01)
+        forwarder.submit(_request(3))
+        _wait(lambda: forwarder.forwarded == 3)
+        forwarder.close(1)
+    finally:
+        server.stop(0)
+    assert len(calls) == 2 and calls[1] - calls[0] >= 1.4, calls
