@@ -267,7 +267,8 @@ def test_a_request_that_keeps_timing_out_is_shrunk_until_the_slow_upstream_takes
         _assert_identity(counts)
     # Two timeouts of the whole, then halves: the upstream stored it at most three times over.
     assert scripted.stored <= 3 * 400, scripted.stored
-    _report("slow upstream (4 ms a span, 1 s timeout)", 400, scripted.count(sender.accepted), counts["failed"])
+    scenario = f"slow upstream (4 ms a span, 1 s timeout; it stored {scripted.stored} spans)"
+    _report(scenario, 400, scripted.count(sender.accepted), counts["failed"])
 
 
 # -- the upstream's answers -----------------------------------------------------------------------------------
