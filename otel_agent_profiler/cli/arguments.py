@@ -88,6 +88,14 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    """A finite number above 0."""
+    value = _number(text, float, f"{text!r} is not a number")
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
+    return value
+
+
 def metrics_url(text: str) -> str:
     """An inference server's Prometheus endpoint: an http(s) URL with a host."""
     from ..live.backend_poller import check_metrics_url

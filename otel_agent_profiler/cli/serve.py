@@ -32,9 +32,14 @@ from .arguments import (
     metrics_url,
     non_negative_float,
     port,
+    positive_float,
     positive_int,
     prices,
 )
+
+#: --max-upstream-request-bytes by default: the forwarder's own default (``service.forwarder``, not imported
+#: here so that the other commands do not load gRPC; a test keeps the two equal).
+DEFAULT_MAX_UPSTREAM_REQUEST_BYTES = 3 * 1024 * 1024 + 512 * 1024
 
 #: Where ``serve`` takes its bearer token from when --bearer-token-file is not given.
 TOKEN_ENV = "OTEL_AGENT_PROFILER_SERVE_TOKEN"
@@ -44,7 +49,8 @@ HELP = "receive OTLP traces, profile them and forward them enriched"
 DESCRIPTION = (
     "Receive OTLP traces over gRPC and HTTP (protobuf or JSON on /v1/traces) from any number of "
     "services, group the spans by trace, profile each trace once no new span arrived for the quiet "
-    "period, and forward the spans with the agent_profiler.* attributes, and the profile metrics, to "
+    "period (or at its maximum age, see below), and forward the spans with the agent_profiler.* "
+    "attributes, and the profile metrics, to "
     "the upstream OTLP endpoint. Spans over a cap or arriving after their trace was profiled are "
     "forwarded unprofiled. Metrics (/v1/metrics) and logs (/v1/logs) are forwarded to the upstream "
     "unchanged, under the same limits; without an upstream they are accepted and counted. Also serves "
@@ -53,11 +59,13 @@ DESCRIPTION = (
     "A 200 / OK means the spans are held until delivered: while the upstream fails they are retried with "
     "backoff, and at --max-pending-spans or --max-memory-mib senders get 503 with Retry-After / UNAVAILABLE. "
     "HTTP connections: at most 100 open at once, closed after 10 s without data. "
-    "Stops on Ctrl-C or SIGTERM after profiling and forwarding what it holds, for up to --shutdown-grace "
-    "seconds; exits 1 if spans it accepted could not be delivered (logged with their count), 2 if it cannot "
-    "start (a port in use, unreadable TLS or token files, a bad upstream, an upstream header, certificate or "
-    "variable that cannot be used). TLS and a bearer token are optional and off by default; the upstream's "
-    "credentials (headers, CA, client certificate) too."
+    "Requests sent upstream are bounded in bytes (split to fit); spans an upstream rejects in a "
+    "partial-success answer are counted as rejected. "
+    "Stops on Ctrl-C, SIGTERM or SIGHUP after profiling and forwarding what it holds, for up to --shutdown-grace "
+    "seconds; exits 1 if spans it accepted could not be delivered or were rejected by the upstream (logged with "
+    "their count), 2 if it cannot start (a port in use, unreadable TLS or token files, a bad upstream, an "
+    "upstream header, certificate or variable that cannot be used). TLS and a bearer token are optional and off "
+    "by default; the upstream's credentials (headers, CA, client certificate) too."
 )
 
 
@@ -139,6 +147,15 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         help="seconds without a new span after which a trace is profiled (default: %(default)s)",
     )
     serve.add_argument(
+        "--max-trace-age",
+        type=positive_float,
+        default=60.0,
+        metavar="S",
+        help="seconds after its first span at which a trace still receiving spans is profiled and forwarded "
+        "with the spans it has; its later spans are forwarded unprofiled. Bounds how long a span waits to be "
+        "profiled, and so what a kill of serve loses (default: %(default)s)",
+    )
+    serve.add_argument(
         "--max-traces", type=positive_int, default=1000, metavar="N", help="traces held at once (default: %(default)s)"
     )
     serve.add_argument(
@@ -154,6 +171,15 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         default=4 * 1024 * 1024,
         metavar="N",
         help="largest request accepted (413 / RESOURCE_EXHAUSTED above; default: %(default)s)",
+    )
+    serve.add_argument(
+        "--max-upstream-request-bytes",
+        type=positive_int,
+        default=DEFAULT_MAX_UPSTREAM_REQUEST_BYTES,
+        metavar="N",
+        help="largest request sent upstream, the agent_profiler.* attributes included: larger batches and traces "
+        "are split across requests, and a request the upstream refuses as too large is split and sent again "
+        "(default: %(default)s, under the 4 MiB gRPC limit of collectors)",
     )
     serve.add_argument(
         "--max-pending-spans",
@@ -177,7 +203,7 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         default=30.0,
         metavar="S",
-        help="seconds Ctrl-C or SIGTERM keeps forwarding what is held; an export in flight then is waited "
+        help="seconds Ctrl-C, SIGTERM or SIGHUP keeps forwarding what is held; an export in flight then is waited "
         "for; what is left is counted as not delivered (default: %(default)s)",
     )
     serve.add_argument(
@@ -325,9 +351,11 @@ def run(args: argparse.Namespace) -> int:
         upstream=args.upstream,
         upstream_protocol=args.upstream_protocol,
         max_request_bytes=args.max_request_bytes,
+        max_upstream_request_bytes=args.max_upstream_request_bytes,
         metrics_interval_s=args.metrics_interval,
         pipeline=PipelineConfig(
             quiet_period_s=args.quiet_period,
+            max_trace_age_s=args.max_trace_age,
             max_traces=args.max_traces,
             max_spans_per_trace=args.max_spans_per_trace,
             max_pending_spans=args.max_pending_spans,

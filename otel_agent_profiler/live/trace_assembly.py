@@ -179,8 +179,10 @@ class TraceAssembly(Generic[SpanT]):
         max_age_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if idle_timeout_s < 0 or (max_age_s is not None and max_age_s < 0):
-            raise ValueError("idle_timeout_s and max_age_s must not be negative")
+        if idle_timeout_s < 0:
+            raise ValueError("idle_timeout_s must not be negative")
+        if max_age_s is not None and max_age_s <= 0:
+            raise ValueError("max_age_s must be positive")
         if max_traces < 1 or max_spans_per_trace < 1:
             raise ValueError("max_traces and max_spans_per_trace must be at least 1")
         if max_bytes is not None and (max_bytes < 1 or at_trace_cap != EVICT_OLDEST):
@@ -423,19 +425,37 @@ class TraceAssembly(Generic[SpanT]):
                 self._in_flight.popitem(last=False)
                 self._by_age.pop(state.trace_id, None)
                 expired.append(state)
-            if self.max_age_s is not None:
-                born_by = now - self.max_age_s
-                while self._by_age:
-                    state = next(iter(self._by_age.values()))
-                    if state.first_seen > born_by:
-                        break
-                    self._by_age.popitem(last=False)
-                    del self._in_flight[state.trace_id]
-                    expired.append(state)
+            expired.extend(self._pop_aged(now))
             for state in expired:
                 self._release(state.trace_id, _TIMED_OUT)
                 self._forget(state)
             return expired
+
+    def take_aged(self) -> list[TraceState[SpanT]]:
+        """Traces first seen ``max_age_s`` ago or longer, however active, to be profiled with what they
+        have (their later spans are late). ``take_expired`` takes them too, with the idle ones; a caller
+        that tells the two apart (``serve``: a quiet trace is complete, an aged one is not) takes these first."""
+        with self._lock:
+            aged = self._pop_aged(self._clock())
+            for state in aged:
+                self._release(state.trace_id, _TIMED_OUT)
+                self._forget(state)
+            return aged
+
+    def _pop_aged(self, now: float) -> list[TraceState[SpanT]]:
+        """Take the traces in flight first seen ``max_age_s`` before ``now`` or earlier. Called with the lock held."""
+        aged: list[TraceState[SpanT]] = []
+        if self.max_age_s is None:
+            return aged
+        born_by = now - self.max_age_s
+        while self._by_age:
+            state = next(iter(self._by_age.values()))
+            if state.first_seen > born_by:
+                break
+            self._by_age.popitem(last=False)
+            del self._in_flight[state.trace_id]
+            aged.append(state)
+        return aged
 
     def take_all(self) -> tuple[list[TraceState[SpanT]], list[TraceState[SpanT]]]:
         """Everything held: (complete traces, incomplete traces). Used by shutdown (and serve's flush)."""

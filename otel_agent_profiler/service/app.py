@@ -3,8 +3,8 @@
 ``ProfilingService(config).start()`` binds the ports (0 picks free ones; the bound ports are
 ``http_port``/``grpc_port``); ``stop()`` stops receiving, profiles and forwards what is held
 (for up to ``shutdown_grace_s``; what is still undelivered then is counted as failed), flushes the
-metrics and closes everything. ``run(config)`` does both around SIGINT/SIGTERM and exits 1 when
-spans it accepted were not delivered.
+metrics and closes everything. ``run(config)`` does both around SIGINT/SIGTERM/SIGHUP and exits 1
+when spans it accepted were not delivered.
 
 Traces are profiled and forwarded; metrics and logs are forwarded unchanged (``signal_relay``),
 each signal by its own forwarder. Without an upstream all three are accepted and counted.
@@ -38,6 +38,7 @@ from opentelemetry.sdk.resources import Resource
 from .._version import __version__
 from ..live.backend_poller import BackendPoller
 from ..live.profile_metrics import ProfileMetrics
+from .forwarder import DEFAULT_MAX_REQUEST_BYTES as DEFAULT_MAX_UPSTREAM_REQUEST_BYTES
 from .forwarder import Forwarder, grpc_target, http_signal_url, make_exporter
 from .http_receiver import HttpEndpoints, HttpReceiver, ServiceLoop
 from .pipeline import Pipeline, PipelineConfig
@@ -62,6 +63,8 @@ class ServeConfig:
     upstream: str | None = None
     upstream_protocol: str = "grpc"
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    #: Serialized bytes per request sent upstream at most (profiled spans included): requests are cut to fit.
+    max_upstream_request_bytes: int = DEFAULT_MAX_UPSTREAM_REQUEST_BYTES
     metrics_interval_s: float = 10.0
     export_timeout_s: float = 10.0
     #: Backoff between retries of a failed export: doubles from the initial value up to the maximum.
@@ -242,6 +245,7 @@ class ProfilingService:
             initial_backoff_s=config.retry_initial_backoff_s,
             max_backoff_s=config.retry_max_backoff_s,
             signal=signal,
+            max_request_bytes=config.max_upstream_request_bytes,
         )
 
     def describe_upstream(self) -> str:
@@ -369,11 +373,14 @@ def stop_report(config: ServeConfig, counts: dict[str, int]) -> tuple[int, str]:
     if not config.upstream:
         return logging.INFO, f"received {counts['received']} spans, profiled {counts['profiled']} (no upstream)"
     line = f"received {counts['received']} spans: {counts['forwarded']} forwarded, {counts['failed']} not delivered"
-    if not counts["failed"]:
+    rejected = counts.get("rejected", 0)
+    if rejected:
+        line += f", {rejected} rejected in the upstream's answers (partial success)"
+    if not counts["failed"] and not rejected:
         return logging.INFO, line
     return logging.WARNING, (
-        f"{line} (rejected by the upstream, or still held when the {config.shutdown_grace_s:g} s shutdown grace "
-        "ended); exit code 1"
+        f"{line} (not delivered: rejected by the upstream, or still held when the {config.shutdown_grace_s:g} s "
+        "shutdown grace ended); exit code 1"
     )
 
 
@@ -400,19 +407,25 @@ def tune_interpreter() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+#: The signals on which ``run`` stops receiving, drains what it holds and exits.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def run(config: ServeConfig, ready: threading.Event | None = None) -> int:
-    """Serve until SIGINT or SIGTERM, then shut down; returns the exit code.
+    """Serve until SIGINT, SIGTERM or SIGHUP, then shut down; returns the exit code.
 
     The exit code is 0 when every span accepted was delivered (or there is no upstream), 1 when
-    some were not (counted as failed: rejected by the upstream, or undelivered at the end of the
-    shutdown grace).
+    some were not: counted as failed (rejected by the upstream, or undelivered at the end of the
+    shutdown grace), or as rejected in an upstream's partial-success answer.
     """
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP (the terminal closed, or a supervisor's "reload") drains like SIGTERM: there is no
+    # configuration to reload, and ending without draining would lose what is held.
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     try:
         service = ProfilingService(config).start()
         tune_interpreter()
@@ -444,7 +457,7 @@ def run(config: ServeConfig, ready: threading.Event | None = None) -> int:
                 signal_counts = relay.counts()
                 if signal_counts["received"]:
                     logger.log(
-                        logging.WARNING if signal_counts["failed"] else logging.INFO,
+                        logging.WARNING if signal_counts["failed"] or signal_counts["rejected"] else logging.INFO,
                         "%s passed through: %s",
                         relay.signal.name,
                         signal_counts,
@@ -452,4 +465,4 @@ def run(config: ServeConfig, ready: threading.Event | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return 1 if counts["failed"] else 0
+    return 1 if counts["failed"] or counts["rejected"] else 0

@@ -132,6 +132,8 @@ class _Connection(web.RequestHandler):
     on_lost: Callable[[], None] = staticmethod(lambda: None)
     _last_data = 0.0
     _idle_check: asyncio.TimerHandle | None = None
+    #: The client half-closed: nothing more will come after the requests received.
+    _client_done = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -178,8 +180,26 @@ class _Connection(web.RequestHandler):
         # A request just taken from the queue becomes current when its task runs, which is
         # already scheduled: feed its body's end after that.
         self._loop.call_soon(self._end_current_body)
-        self.close()  # once the requests received are answered
+        # Requests pipelined before the half-close are each answered and taken, some maybe still
+        # unparsed: aiohttp's close() would drop everything after the current request. The
+        # connection is closed once the last is answered instead (``_handle_request``).
+        self._client_done = True
         return True
+
+    async def _handle_request(self, *args: Any, **kwargs: Any) -> Any:
+        result = await super()._handle_request(*args, **kwargs)
+        if self._client_done:
+            self._loop.call_soon(self._close_when_answered)
+        return result
+
+    def _close_when_answered(self) -> None:
+        """After a half-close: close the connection once no request is left to answer."""
+        if self.transport is None or self._messages:
+            return  # closed already, or the next request will check again once answered
+        if self._waiter is not None and not self._waiter.done():
+            self.transport.close()  # what was written is sent first
+        else:  # the last answer is still being finished
+            self._loop.call_later(0.01, self._close_when_answered)
 
     def _end_current_body(self) -> None:
         request = self._current_request

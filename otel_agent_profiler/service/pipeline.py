@@ -1,7 +1,8 @@
 """The state behind the receivers: assemble, profile, enrich, forward, and count.
 
 ``Pipeline.receive`` is called by both receivers with a decoded request. Spans the trace assembly
-holds are profiled by a worker thread once their trace goes quiet; the others (late, over a
+holds are profiled by a worker thread once their trace goes quiet, or reaches the maximum trace
+age (then with what it has; its later spans are late); the others (late, over a
 cap, unusable) are forwarded at once, unprofiled.
 
 A span is *held* from the moment it is accepted until the forwarder reports it delivered or
@@ -11,7 +12,7 @@ Before taking a request, ``receive`` checks what is held against ``max_pending_s
 ``Overloaded`` and takes nothing, which the receivers turn into OTLP's retryable status. So what
 is held exceeds a limit by at most one request. Bytes are estimated from the serialized
 (protobuf) size of the received request, shared equally by its spans. Throughout,
-``received == forwarded + failed + held``.
+``received == forwarded + failed + rejected + held`` (rejected: spans the upstream's answer refused).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from ..live.profile_options import ProfileOptions
 from ..live.profiling import CONSEQUENCES, ProfilingStep
 from ..live.program_averages import ProgramAverages
 from ..live.trace_assembly import ERROR, REFUSE_NEW, REFUSE_SPAN, TraceAssembly, TraceState
-from .forwarder import DeliveryCounts, Forwarder
+from .forwarder import DeliveryCounts, Forwarder, Outcome
 from .spans import HeldSpan, Origin, build_request, enrich, held_spans_of
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,9 @@ class PipelineConfig:
     """How long the pipeline waits for a trace and how much it holds (``serve``'s options)."""
 
     quiet_period_s: float = 5.0
+    #: A trace first seen this long ago is profiled and forwarded with the spans it has, however active; its
+    #: later spans are forwarded unprofiled. Bounds how long a span waits in assembly (and what a kill loses).
+    max_trace_age_s: float = 60.0
     max_traces: int = 1000
     max_spans_per_trace: int = 10_000
     #: Spans held (assembling, waiting to be forwarded or being sent) past which senders are pushed back.
@@ -76,12 +80,12 @@ class PipelineConfig:
 
 @dataclass
 class Counts(DeliveryCounts):
-    """Running totals for ``/health``: spans received, forwarded and failed, then profiled,
-    invalid, requests rejected, traces profiled."""
+    """Running totals for ``/health``: spans received, forwarded, failed and rejected by the upstream,
+    then profiled, invalid, requests pushed back, traces profiled."""
 
     profiled: int = 0
     invalid: int = 0
-    rejected: int = 0
+    rejected_requests: int = 0
     traces: int = 0
 
 
@@ -110,6 +114,7 @@ class Pipeline:
             at_span_cap=REFUSE_SPAN,
             remembered_traces=REMEMBERED_TRACES,
             clock=clock,
+            max_age_s=config.max_trace_age_s,
         )
         self._clock = clock
         self._context_windows = config.profile_options.context_windows
@@ -203,15 +208,15 @@ class Pipeline:
 
     def _reject(self) -> None:
         with self._lock:
-            self.counts.rejected += 1
+            self.counts.rejected_requests += 1
             reason = "shutting down" if self._stopping else self._limit_reached()
         raise Overloaded(reason or "held data at a limit")
 
-    def _settled(self, delivered: bool, spans: int, size_bytes: int) -> None:
+    def _settled(self, outcome: Outcome, size_bytes: int) -> None:
         """The forwarder's report on a batch: it no longer holds those spans."""
         with self._lock:
-            self.counts.settle(delivered, spans)
-            self._held_spans -= spans
+            self.counts.settle(outcome)
+            self._held_spans -= outcome.forwarded + outcome.failed + outcome.rejected
             self._held_bytes -= size_bytes
 
     # -- profiling -----------------------------------------------------------------------
@@ -224,8 +229,11 @@ class Pipeline:
                 expiry = self._assembler.next_expiry()
                 due = None if expiry is None else expiry - self._clock()
                 self._lock.wait(timeout=0.5 if due is None else min(max(due, 0.01), 0.5))
+                # Aged first: take_expired would take them too, as quiet (complete) traces.
+                aged = self._assembler.take_aged()
                 ready = self._assembler.take_expired()
             self._profile_all(ready, complete=True)
+            self._profile_all(aged, complete=False)
 
     def _profile_all(self, ready: list[TraceState[HeldSpan]], *, complete: bool) -> None:
         """Profile ``ready`` and forward its spans in requests of up to ``FORWARD_BATCH_SPANS`` spans."""
@@ -297,8 +305,10 @@ class Pipeline:
                 "late": assembler.counts.late,
                 "over_caps": assembler.counts.over_caps,
                 "failed": self.counts.failed,
+                # Taken by the upstream in a request, and refused in its answer (OTLP partial_success).
+                "rejected": self.counts.rejected,
                 "invalid": self.counts.invalid,
-                "rejected_requests": self.counts.rejected,
+                "rejected_requests": self.counts.rejected_requests,
                 "traces_profiled": self.counts.traces,
                 "held_spans": assembler.held_spans,
                 "held_traces": assembler.held_traces,

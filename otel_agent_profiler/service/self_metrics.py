@@ -19,9 +19,9 @@ HELD_SPANS = "agent_profiler.serve.held_spans"
 PASSED_THROUGH = "agent_profiler.serve.passed_through"
 
 #: Counts of /health that are span totals, by the value of ``agent_profiler.serve.state``.
-SPAN_STATES = ("received", "profiled", "forwarded", "late", "over_caps", "failed", "invalid")
+SPAN_STATES = ("received", "profiled", "forwarded", "late", "over_caps", "failed", "rejected", "invalid")
 #: Counts of /health's ``signals`` (metrics, logs) that are item totals.
-PASSED_THROUGH_STATES = ("received", "forwarded", "failed")
+PASSED_THROUGH_STATES = ("received", "forwarded", "failed", "rejected")
 
 
 def register_service_metrics(meter: Meter, health: Callable[[], Mapping[str, Any]]) -> None:
@@ -68,7 +68,9 @@ def register_service_metrics(meter: Meter, health: Callable[[], Mapping[str, Any
         PASSED_THROUGH,
         [passed_through],
         unit="{item}",
-        description="Metric data points and log records passed through to the upstream: received, forwarded, failed",
+        description=(
+            "Metric data points and log records passed through to the upstream: received, forwarded, failed, rejected"
+        ),
     )
     meter.create_observable_gauge(
         HELD_SPANS, [held], unit="{span}", description="Spans held: waiting for their trace, or to be forwarded"

@@ -17,14 +17,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import Overloaded
-from .forwarder import DeliveryCounts, Forwarder
+from .forwarder import DeliveryCounts, Forwarder, Outcome
 from .signals import Signal
 
 
 @dataclass
 class RelayCounts(DeliveryCounts):
-    """One signal's running totals: items received, forwarded and failed, requests taken, items
-    held now, and requests refused."""
+    """One signal's running totals: items received, forwarded, failed and rejected by the upstream,
+    requests taken, items held now, and requests refused."""
 
     requests: int = 0
     held: int = 0
@@ -89,10 +89,10 @@ class SignalRelay:
         self.forwarder.submit(request, size_bytes, count)
         return count
 
-    def _settled(self, delivered: bool, items: int, size_bytes: int) -> None:
+    def _settled(self, outcome: Outcome, size_bytes: int) -> None:
         with self._lock:
-            self._counts.settle(delivered, items)
-            self._counts.held -= items
+            self._counts.settle(outcome)
+            self._counts.held -= outcome.forwarded + outcome.failed + outcome.rejected
             self.held_bytes -= size_bytes
 
     def stop_receiving(self) -> None:

@@ -668,3 +668,50 @@ def test_a_byte_limit_needs_the_oldest_traces_to_make_room() -> None:
             10, 10, idle_timeout_s=1, complete_at_local_root=False, at_trace_cap=REFUSE_NEW,
             at_span_cap=REFUSE_SPAN, max_bytes=1000,
         )  # fmt: skip
+
+
+def test_a_trace_active_past_its_maximum_age_is_taken_with_what_it_has() -> None:
+    clock = FakeClock()
+    assembly: TraceAssembly[str] = TraceAssembly(
+        100,
+        1000,
+        idle_timeout_s=5.0,
+        complete_at_local_root=False,
+        at_trace_cap=REFUSE_NEW,
+        at_span_cap=REFUSE_SPAN,
+        clock=clock,
+        max_age_s=60.0,
+    )
+    assembly.add("long", "first")
+    assembly.add("short", "other")
+    assert assembly.next_expiry() == clock.now + 5.0
+    for i in range(29):  # a span every 2 s: never quiet for 5 s
+        clock.now += 2.0
+        assembly.add("long", f"span{i}")
+        if i == 2:  # "short" went quiet; "long" did not
+            assert [state.trace_id for state in assembly.take_expired()] == ["short"]
+        assert assembly.take_aged() == []
+    assert (clock.now, assembly.next_expiry()) == (1058.0, 1060.0)  # its age comes before its quiet period
+    clock.now = 1060.0
+    aged = assembly.take_aged()  # serve takes these first: take_expired would take them as quiet traces
+    assert assembly.take_expired() == []
+    assert spans_of(aged) == ["first"] + [f"span{i}" for i in range(29)]
+    assert flatten(assembly.add("long", "later")) == ["later"]  # its later spans are late
+    assert assembly.counts.late == 1 and assembly.held_spans == 0
+
+
+def test_without_a_maximum_age_nothing_is_taken_for_its_age() -> None:
+    assembly, clock = make_buffer(timeout_s=5.0)
+    assembly.add("t", "a")
+    clock.now += 10_000.0
+    assert assembly.take_aged() == []
+    with pytest.raises(ValueError):
+        TraceAssembly(
+            1,
+            1,
+            idle_timeout_s=1.0,
+            complete_at_local_root=False,
+            at_trace_cap=REFUSE_NEW,
+            at_span_cap=REFUSE_SPAN,
+            max_age_s=0.0,
+        )

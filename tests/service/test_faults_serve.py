@@ -31,7 +31,10 @@ from typing import Any
 import grpc  # type: ignore[import-untyped]
 import pytest
 from google.protobuf import json_format
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 from otel_agent_profiler.live import profiling as profiling_module
 from otel_agent_profiler.live.load_history import LoadHistory
@@ -71,11 +74,14 @@ def _span_ids(request: ExportTraceServiceRequest) -> list[bytes]:
 
 
 class Upstream:
-    """An OTLP/HTTP receiver on a fixed port that can go down, come back and be slow."""
+    """An OTLP/HTTP receiver on a fixed port that can go down, come back, be slow, refuse requests over
+    ``limit_bytes`` (413) and reject every span in a partial success (``rejecting``)."""
 
     def __init__(self) -> None:
         self.port = free_port()
         self.delay_s = 0.0
+        self.limit_bytes: int | None = None
+        self.rejecting = False
         self.delivered: set[bytes] = set()
         self.requests = 0
         self._lock = threading.Lock()
@@ -96,16 +102,28 @@ class Upstream:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                answer = b""
                 if self.path == "/v1/traces":  # metrics at shutdown go to /v1/metrics
+                    if upstream.limit_bytes is not None and len(body) > upstream.limit_bytes:
+                        self.send_response(413)
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
                     request = ExportTraceServiceRequest.FromString(body)
                     time.sleep(upstream.delay_s)
-                    with upstream._lock:
-                        upstream.delivered.update(_span_ids(request))
-                        upstream.requests += 1
+                    if upstream.rejecting:
+                        response = ExportTraceServiceResponse()
+                        response.partial_success.rejected_spans = len(_span_ids(request))
+                        answer = response.SerializeToString()
+                    else:
+                        with upstream._lock:
+                            upstream.delivered.update(_span_ids(request))
+                            upstream.requests += 1
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
+                self.wfile.write(answer)
 
         server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
@@ -199,7 +217,7 @@ def _counts(service: ProfilingService) -> dict[str, int]:
 
 def _assert_counts_add_up(counts: dict[str, int]) -> None:
     held = counts["held_spans"] + counts["pending_spans"]
-    assert counts["received"] == counts["forwarded"] + counts["failed"] + held, counts
+    assert counts["received"] == counts["forwarded"] + counts["failed"] + counts["rejected"] + held, counts
 
 
 # -- upstream faults ------------------------------------------------------------------------------------------
@@ -467,15 +485,18 @@ def test_chaos_every_accepted_span_is_delivered_or_counted(upstream: Upstream, s
     threads = [threading.Thread(target=load, args=(seed * 10 + i,)) for i in range(3)]
     for thread in threads:
         thread.start()
-    for _ in range(6):  # six phases of 0.3-0.8 s: up, down or slow
-        phase = rng.choice(["up", "down", "slow"])
+    for _ in range(6):  # six phases of 0.3-0.8 s: up, down, slow, refusing large requests, or rejecting spans
+        phase = rng.choice(["up", "down", "slow", "small_limit", "rejecting"])
         if phase == "down":
             upstream.stop()
         else:
             if upstream._server is None:
                 upstream.start()
             upstream.delay_s = 0.15 if phase == "slow" else 0.0
+        upstream.limit_bytes = 3_000 if phase == "small_limit" else None
+        upstream.rejecting = phase == "rejecting"
         time.sleep(rng.uniform(0.3, 0.8))
+    upstream.limit_bytes, upstream.rejecting = None, False
     if end_down:
         upstream.stop()
     elif upstream._server is None:
@@ -487,11 +508,13 @@ def test_chaos_every_accepted_span_is_delivered_or_counted(upstream: Upstream, s
     service.stop()  # the same path as SIGTERM
     counts = _counts(service)
     delivered = upstream.count(sender.accepted)
-    _report(f"chaos seed {seed}", len(sender.accepted), delivered, counts["failed"])
+    _report(f"chaos seed {seed}", len(sender.accepted), delivered, counts["failed"] + counts["rejected"])
     assert counts["received"] == len(sender.accepted)
     assert counts["held_spans"] == counts["pending_spans"] == 0
-    assert len(sender.accepted) == delivered + counts["failed"] == counts["forwarded"] + counts["failed"]
+    lost = counts["failed"] + counts["rejected"]
+    assert len(sender.accepted) == delivered + lost == counts["forwarded"] + lost
     if not end_down:
+        # Only single spans over the 3,000-byte limit can fail (none here: spans are small).
         assert counts["failed"] == 0
 
 

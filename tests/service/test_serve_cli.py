@@ -10,6 +10,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from otel_agent_profiler import cli
 from otel_agent_profiler.cli.serve import profile_options
 from otel_agent_profiler.core.categories import classify
+from otel_agent_profiler.service import forwarder
+from otel_agent_profiler.service.app import ServeConfig
 from otel_agent_profiler.service.pipeline import Pipeline, PipelineConfig
 from tests.support.backends import wait_until
 
@@ -23,9 +25,11 @@ OPTIONS = (
     "--upstream",
     "--upstream-protocol",
     "--quiet-period",
+    "--max-trace-age",
     "--max-traces",
     "--max-spans-per-trace",
     "--max-request-bytes",
+    "--max-upstream-request-bytes",
     "--max-pending-spans",
     "--max-memory-mib",
     "--shutdown-grace",
@@ -50,7 +54,10 @@ def test_serve_help_lists_every_option_and_the_defaults(capsys: pytest.CaptureFi
         "/profiles",
         "/programs",
         "SIGTERM",
+        "SIGHUP",
         "4194304",
+        "3670016",
+        "partial-success",
         "503",
     ):
         assert fact in text, fact
@@ -70,6 +77,13 @@ def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert args.upstream is None and args.upstream_protocol == "grpc"
     assert (args.quiet_period, args.max_traces, args.max_spans_per_trace) == (5.0, 1000, 10_000)
     assert args.max_request_bytes == 4 * 1024 * 1024
+    # The CLI does not import the forwarder (gRPC) to build its help: the default is repeated there.
+    assert (
+        args.max_upstream_request_bytes
+        == forwarder.DEFAULT_MAX_REQUEST_BYTES
+        == ServeConfig().max_upstream_request_bytes
+    )
+    assert args.max_trace_age == 60.0 == PipelineConfig().max_trace_age_s
     assert (args.max_memory_mib, args.shutdown_grace) == (256, 30.0)
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
@@ -91,6 +105,9 @@ def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ["--max-request-bytes", "0"],
         ["--max-memory-mib", "0"],
         ["--shutdown-grace", "-1"],
+        ["--max-trace-age", "0"],
+        ["--max-trace-age", "inf"],
+        ["--max-upstream-request-bytes", "0"],
         ["--upstream-protocol", "thrift"],
         ["--category-overrides", "fetch_*=nonsense"],
         ["--category-overrides", "no-equals-sign"],

@@ -3,6 +3,7 @@ exporter."""
 
 from __future__ import annotations
 
+import email.utils
 import time
 import urllib.error
 from email.message import Message
@@ -10,7 +11,15 @@ from email.message import Message
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from otel_agent_profiler.service.forwarder import Forwarder, grpc_target, http_traces_url, retryable
+from otel_agent_profiler.service.forwarder import (
+    MAX_RETRY_AFTER_S,
+    Forwarder,
+    grpc_target,
+    http_traces_url,
+    retry_after_s,
+    retryable,
+    too_large,
+)
 
 
 def _request(spans: int) -> ExportTraceServiceRequest:
@@ -127,3 +136,106 @@ def test_batches_waiting_for_a_failing_upstream_are_sent_together() -> None:
     # 5 failures of the first batch, then 2 requests of 1000 spans, or 3 if the first was taken alone.
     assert exporter.calls <= 5 + 3
     forwarder.close(1)
+
+
+def _http_error(code: int, **headers: str) -> urllib.error.HTTPError:
+    message = Message()
+    for key, value in headers.items():
+        message[key] = value
+    return urllib.error.HTTPError("u", code, "", message, None)
+
+
+def test_retry_after_in_seconds_or_as_a_date_and_bounded() -> None:
+    assert retry_after_s(_http_error(503, **{"Retry-After": "7"})) == 7.0
+    date = email.utils.formatdate(1_000_030.0, usegmt=True)
+    assert retry_after_s(_http_error(429, **{"Retry-After": date}), now=1_000_000.0) == 30.0
+    assert retry_after_s(_http_error(503, **{"Retry-After": "86400"})) == MAX_RETRY_AFTER_S
+    assert retry_after_s(_http_error(503, **{"Retry-After": "soon"})) is None
+    assert retry_after_s(_http_error(503)) is None
+    assert retry_after_s(ConnectionRefusedError()) is None
+
+
+def test_what_counts_as_too_large_and_as_a_redirect() -> None:
+    assert too_large(_http_error(413))
+    assert not too_large(_http_error(503)) and not too_large(ConnectionRefusedError())
+    assert not retryable(_http_error(302, Location="/login"))
+
+
+def test_a_request_over_the_byte_bound_is_sent_in_parts_under_it() -> None:
+    exporter = RecordingExporter()
+    request = _request(40)
+    for span in request.resource_spans[0].scope_spans[0].spans:
+        span.attributes.add(key="payload").value.string_value = "x" * 1000
+    forwarder = Forwarder(exporter, max_request_bytes=10_000)
+    forwarder.submit(request)
+    forwarder.close(5)
+    assert forwarder.forwarded == 40 and sum(count for count, _ in exporter.sent) == 40
+    assert len(exporter.sent) >= 4 and all(size <= 10_000 for _, size in exporter.sent)
+
+
+def test_queued_batches_merge_up_to_the_byte_bound() -> None:
+    exporter = RecordingExporter(ConnectionRefusedError())
+    forwarder = Forwarder(exporter, initial_backoff_s=0.2, max_request_bytes=5_000)
+    for _ in range(20):
+        request = _request(2)
+        for span in request.resource_spans[0].scope_spans[0].spans:
+            span.attributes.add(key="payload").value.string_value = "x" * 400
+        forwarder.submit(request)
+    _wait(lambda: forwarder.forwarded == 40)
+    delivered = exporter.sent[1:]  # the first attempt failed while the rest queued
+    assert all(size <= 5_000 for _, size in delivered) and len(delivered) < 20
+    forwarder.close(1)
+
+
+class RecordingExporter(ScriptedExporter):
+    """Records (span count, serialized bytes) of every request it delivered or failed."""
+
+    def __init__(self, *failures: BaseException) -> None:
+        super().__init__(*failures)
+        self.sent: list[tuple[int, int]] = []
+
+    def export(self, request: ExportTraceServiceRequest) -> None:
+        self.sent.append((sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans), request.ByteSize()))
+        super().export(request)
+
+
+def test_grpc_retry_info_is_honoured() -> None:
+    """A real gRPC upstream answers UNAVAILABLE with a RetryInfo of 1.5 s, then OK."""
+    from concurrent import futures
+
+    import grpc  # type: ignore[import-untyped]
+    from google.protobuf.duration_pb2 import Duration
+    from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    from otel_agent_profiler.service.forwarder import GrpcExporter
+
+    calls: list[float] = []
+
+    def export(request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            status = status_pb2.Status(code=code_pb2.UNAVAILABLE, message="busy")
+            status.details.add().Pack(error_details_pb2.RetryInfo(retry_delay=Duration(seconds=1, nanos=500_000_000)))
+            context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
+            context.abort(grpc.StatusCode.UNAVAILABLE, "busy")
+        return ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    handler = grpc.unary_unary_rpc_method_handler(
+        export,
+        request_deserializer=ExportTraceServiceRequest.FromString,
+        response_serializer=ExportTraceServiceResponse.SerializeToString,
+    )
+    service = "opentelemetry.proto.collector.trace.v1.TraceService"
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {"Export": handler}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        forwarder = Forwarder(GrpcExporter(f"127.0.0.1:{port}", 5.0), initial_backoff_s=0.01)
+        forwarder.submit(_request(3))
+        _wait(lambda: forwarder.forwarded == 3)
+        forwarder.close(1)
+    finally:
+        server.stop(0)
+    assert len(calls) == 2 and calls[1] - calls[0] >= 1.4, calls

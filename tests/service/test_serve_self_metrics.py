@@ -38,6 +38,7 @@ def test_the_health_counts_are_observed_as_metrics() -> None:
             "late": 1,
             "over_caps": 2,
             "failed": 1,
+            "rejected": 2,
             "invalid": 0,
             "rejected_requests": 3,
             "held_spans": 4,

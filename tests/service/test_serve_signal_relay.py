@@ -108,6 +108,7 @@ def test_without_an_upstream_metrics_and_logs_are_accepted_and_counted(no_upstre
         "received": 6,  # two data points a request
         "forwarded": 0,
         "failed": 0,
+        "rejected": 0,
         "held": 0,
         "rejected_requests": 0,
     }
