@@ -701,7 +701,8 @@ def test_a_trace_active_past_its_maximum_age_is_taken_with_what_it_has() -> None
 
 
 def test_without_a_maximum_age_nothing_is_taken_for_its_age() -> None:
-    assembly, clock = make_buffer(timeout_s=5.0)
+    clock = FakeClock()
+    assembly = serve_assembly(quiet_period_s=5.0, clock=clock)  # configured without a maximum age
     assembly.add("t", "a")
     clock.now += 10_000.0
     assert assembly.take_aged() == []
