@@ -59,7 +59,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in _COMMANDS.items():
-        command.add_arguments(commands.add_parser(name, help=command.HELP, description=command.DESCRIPTION))
+        command.add_arguments(
+            commands.add_parser(name, help=command.HELP, description=command.DESCRIPTION)
+        )
     return parser
 
 
@@ -74,8 +76,8 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # The reader went away (e.g. `| head`); nothing useful is left to do.
-        return EXIT_OK
+        # The reader went away (e.g. `| head`): quietly, exit code 1, as `arguments.write_output` does.
+        return EXIT_FAILURE
 
 
 def console_main() -> NoReturn:
