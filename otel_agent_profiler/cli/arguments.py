@@ -132,11 +132,38 @@ def add_files_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def trace_files(path: str) -> list[str]:
-    """The trace files ``path`` names: itself, or the trace files in the folder ``path``, sorted."""
-    folder = Path(path)
-    if path != "-" and folder.is_dir():
-        return sorted(str(p) for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in TRACE_SUFFIXES)
-    return [path]
+    """The trace files ``path`` names: itself, or the trace files in the folder ``path``, sorted.
+
+    Folders are read recursively, through symbolic links to folders, each real folder once (a
+    link back up the tree ends there). A trace file's name that is a broken link is kept, so
+    that reading it gives the file its one error line, as any file that cannot be read gets.
+    """
+    if path == "-" or not os.path.isdir(path):
+        return [path]
+    found: list[str] = []
+    _walk(str(Path(path)), set(), found)
+    return sorted(found)
+
+
+def _walk(folder: str, seen: set[tuple[int, int]], found: list[str]) -> None:
+    try:
+        status = os.stat(folder)
+        entries = list(os.scandir(folder))
+    except OSError:
+        return  # as before: a folder that cannot be listed adds no files
+    if (status.st_dev, status.st_ino) in seen:
+        return
+    seen.add((status.st_dev, status.st_ino))
+    for entry in entries:
+        try:
+            is_folder = entry.is_dir()  # through a link
+            is_file = not is_folder and entry.is_file()
+        except OSError:
+            is_folder = is_file = False
+        if is_folder:
+            _walk(entry.path, seen, found)
+        elif Path(entry.name).suffix.lower() in TRACE_SUFFIXES and (is_file or entry.is_symlink()):
+            found.append(entry.path)
 
 
 def expand_folders(paths: Sequence[str]) -> tuple[list[str], list[str]]:
