@@ -56,6 +56,7 @@ def _time_scale(text: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m demo",
+        allow_abbrev=False,
         description=(
             "Run the bundled research agent under opentelemetry-instrument against a local "
             "OpenAI-compatible server and print the profiler's report. Set "

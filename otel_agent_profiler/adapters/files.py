@@ -10,8 +10,10 @@ for what it could not read.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -354,8 +356,17 @@ def read_trace_file(path: str | Path) -> TraceFile:
     try:
         data = sys.stdin.buffer.read() if name == "-" else Path(path).read_bytes()
     except OSError as exc:
-        return TraceFile(path=name, format=None, problems=[f"cannot read: {exc.strerror or exc}"])
+        return TraceFile(path=name, format=None, problems=[cannot_read(name, exc)])
     return parse_trace_bytes(data, name)
+
+
+def cannot_read(path: str, exc: OSError) -> str:
+    """The problem of a file that could not be read; a broken symbolic link says where it points,
+    which "No such file or directory" about a file the user can see listed would not."""
+    if path != "-" and os.path.islink(path):
+        with contextlib.suppress(OSError):
+            return f"cannot read: broken symbolic link to {os.readlink(path)} ({exc.strerror or exc})"
+    return f"cannot read: {exc.strerror or exc}"
 
 
 def _check_not_empty(trace_file: TraceFile) -> TraceFile:

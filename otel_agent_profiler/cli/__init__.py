@@ -44,8 +44,11 @@ class _OneLineErrors(argparse.ArgumentParser):
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    # No abbreviated options: `analyze --trace ID` was taken for `--trace-id` (a trace store's), and an
+    # abbreviation that works today would mean another option once a longer one is added.
     parser = _OneLineErrors(
         prog=PROG,
+        allow_abbrev=False,
         description=(
             "Self time, critical path and category breakdowns of LLM agent traces. Reads OpenTelemetry "
             "traces exported as OTLP JSON (one document or JSON Lines), Jaeger JSON or ATIF trajectories, or "
@@ -59,7 +62,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in _COMMANDS.items():
-        command.add_arguments(commands.add_parser(name, help=command.HELP, description=command.DESCRIPTION))
+        command.add_arguments(
+            commands.add_parser(name, help=command.HELP, description=command.DESCRIPTION, allow_abbrev=False)
+        )
     return parser
 
 
@@ -74,8 +79,8 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # The reader went away (e.g. `| head`); nothing useful is left to do.
-        return EXIT_OK
+        # The reader went away (e.g. `| head`): quietly, exit code 1, as `arguments.write_output` does.
+        return EXIT_FAILURE
 
 
 def console_main() -> NoReturn:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -13,6 +14,7 @@ from typing import BinaryIO, TypeVar
 from ..core.context_window import parse_context_windows, with_built_in_context_windows
 from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, parse_prices, with_built_in_prices
 from ..core.units import plural
+from ..offline.atomic_files import replaced_atomically
 from ..offline.workers import MAX_AUTO_WORKERS, MIN_SPANS_FOR_WORKERS
 from ..plugin.environment_variables import OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, OTEL_AGENT_PROFILER_PRICES
 
@@ -145,11 +147,38 @@ def add_files_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def trace_files(path: str) -> list[str]:
-    """The trace files ``path`` names: itself, or the trace files in the folder ``path``, sorted."""
-    folder = Path(path)
-    if path != "-" and folder.is_dir():
-        return sorted(str(p) for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in TRACE_SUFFIXES)
-    return [path]
+    """The trace files ``path`` names: itself, or the trace files in the folder ``path``, sorted.
+
+    Folders are read recursively, through symbolic links to folders, each real folder once (a
+    link back up the tree ends there). A trace file's name that is a broken link is kept, so
+    that reading it gives the file its one error line, as any file that cannot be read gets.
+    """
+    if path == "-" or not os.path.isdir(path):
+        return [path]
+    found: list[str] = []
+    _walk(str(Path(path)), set(), found)
+    return sorted(found)
+
+
+def _walk(folder: str, seen: set[tuple[int, int]], found: list[str]) -> None:
+    try:
+        status = os.stat(folder)
+        entries = list(os.scandir(folder))
+    except OSError:
+        return  # as before: a folder that cannot be listed adds no files
+    if (status.st_dev, status.st_ino) in seen:
+        return
+    seen.add((status.st_dev, status.st_ino))
+    for entry in entries:
+        try:
+            is_folder = entry.is_dir()  # through a link
+            is_file = not is_folder and entry.is_file()
+        except OSError:
+            is_folder = is_file = False
+        if is_folder:
+            _walk(entry.path, seen, found)
+        elif Path(entry.name).suffix.lower() in TRACE_SUFFIXES and (is_file or entry.is_symlink()):
+            found.append(entry.path)
 
 
 def expand_folders(paths: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -343,26 +372,24 @@ def no_such_trace(wanted: str, traces_read: int) -> str:
 def write_output(path: str | None, content: str | bytes) -> bool:
     """Write ``content`` to ``path``, or to standard output when ``path`` is None.
 
-    A file that cannot be written is reported (``cannot write PATH: reason``) and False returned.
+    A file is written whole or not at all (``offline.atomic_files``). One that cannot be written
+    is reported (``cannot write PATH: reason``) and False returned; so is standard output that
+    cannot take it (see :func:`_standard_output_failed`).
     """
-    if path is None:
-        if isinstance(content, bytes):
-            sys.stdout.buffer.write(content)
-        else:
-            sys.stdout.write(content)
-        sys.stdout.flush()
-        return True
-    try:
-        if isinstance(content, bytes):
-            with open(path, "wb") as binary:
-                binary.write(content)
-        else:
-            with open(path, "w", encoding="utf-8") as text:
-                text.write(content)
-    except OSError as exc:
-        error(f"cannot write {path}: {exc.strerror or exc}")
-        return False
-    return True
+    if path is None and isinstance(content, str):
+        # Through the text layer: it knows the terminal's encoding, which the report was drawn for.
+        return write_streamed(None, lambda _: _write_text(content))
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    return write_streamed(path, lambda out: _write_bytes(out, data))
+
+
+def _write_text(content: str) -> None:
+    sys.stdout.write(content)
+    sys.stdout.flush()
+
+
+def _write_bytes(out: BinaryIO, data: bytes) -> None:
+    out.write(data)
 
 
 def write_streamed(path: str | None, write: Callable[[BinaryIO], None]) -> bool:
@@ -372,14 +399,34 @@ def write_streamed(path: str | None, write: Callable[[BinaryIO], None]) -> bool:
     :func:`write_output` reports it, and False returned.
     """
     if path is None:
-        sys.stdout.flush()
-        write(sys.stdout.buffer)
-        sys.stdout.buffer.flush()
+        try:
+            sys.stdout.flush()
+            write(sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        except OSError as exc:
+            _standard_output_failed(exc)
+            return False
         return True
     try:
-        with open(path, "wb", buffering=1 << 20) as binary:
+        with replaced_atomically(path, buffering=1 << 20) as binary:
             write(binary)
     except OSError as exc:
         error(f"cannot write {path}: {exc.strerror or exc}")
         return False
     return True
+
+
+def _standard_output_failed(exc: OSError) -> None:
+    """Report that standard output took no more (a full disk, ``> /dev/full``), and silence it.
+
+    A reader that went away (``| head -1``) is not reported: it stopped reading on purpose, and
+    Python's own convention for that (the ``signal`` module's note on SIGPIPE) is a quiet exit
+    with code 1. Standard output then points at the null device, so that flushing what is still
+    buffered, at exit, fails no second time with a traceback.
+    """
+    if not isinstance(exc, BrokenPipeError):
+        error(f"cannot write to standard output: {exc.strerror or exc}")
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ..adapters.files import TraceFile, iter_json_lines, looks_like_json_lines, read_trace_file
+from ..adapters.files import TraceFile, cannot_read, iter_json_lines, looks_like_json_lines, read_trace_file
 from ..core.analyze import Classifier
 from ..core.categories import classify
 from ..core.pricing import PriceTable
@@ -193,7 +193,7 @@ def _read_into(path: str, writer: _ShardWriter, progress: LoadProgress) -> tuple
             writer.add(records)
             spans += len(records)
     except OSError as exc:
-        trace_file.problems.append(f"cannot read: {exc.strerror or exc}")
+        trace_file.problems.append(cannot_read(path, exc))
     if not spans and not trace_file.problems:
         trace_file.problems.append("contains no spans")
     return trace_file, spans

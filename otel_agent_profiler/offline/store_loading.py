@@ -15,6 +15,7 @@ import msgspec
 from ..adapters.files import TraceFile
 from ..errors import CannotAnalyse
 from ..report.progress import Progress, progress_enabled
+from .atomic_files import replaced_atomically
 from .inputs import OfflineInputs, PrometheusSource, StoreSource
 from .loading import LoadedProfiles, LoadOptions, load_profiles, profile_trace_files
 
@@ -66,7 +67,7 @@ def _fetched(store: StoreSource, progress: Progress | None, options: LoadOptions
         document = msgspec.json.encode(saved_document(trace_files)) + b"\n"
         shown.close()
         try:
-            with open(store.save, "wb") as saved:
+            with replaced_atomically(store.save) as saved:
                 saved.write(document)
         except OSError as exc:
             raise CannotAnalyse(f"cannot write {store.save}: {exc.strerror or exc}") from None
