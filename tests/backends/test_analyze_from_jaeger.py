@@ -22,7 +22,7 @@ import pytest
 from otel_agent_profiler.cli import main
 from tests.backends.test_jaeger_path import DEMO_SERVICE, DEMO_SPANS, run_demo, wait_for_trace_id
 from tests.support.backends import HOST, BackendProcess, artifact_dir, free_ports, port_open, wait_until
-from tests.support.go_backends import Jaeger, Otelcol, jaeger_collector_config
+from tests.support.go_backends import Jaeger, Otelcol, jaeger_collector_config, require_go_backends
 from tests.support.paths import DATA
 
 pytestmark = pytest.mark.e2e
@@ -41,6 +41,7 @@ class Pipeline:
 
 
 def start_pipeline(logs: Path) -> Pipeline:
+    require_go_backends()
     jaeger = Jaeger(logs).start()
     health, grpc, http, prom = free_ports(4)
     config = jaeger_collector_config(jaeger, health_port=health, grpc_port=grpc, http_port=http, prom_port=prom)

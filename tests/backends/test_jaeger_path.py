@@ -19,7 +19,7 @@ import pytest
 
 from otel_agent_profiler.live import attributes
 from tests.support.backends import HOST, artifact_dir, free_ports, wait_until
-from tests.support.go_backends import Jaeger, Otelcol, jaeger_collector_config
+from tests.support.go_backends import Jaeger, Otelcol, jaeger_collector_config, require_go_backends
 from tests.support.jaeger_ui_critical_path import jaeger_ui_critical_path_us
 from tests.support.paths import ROOT
 
@@ -73,6 +73,7 @@ def parent_of(span: dict[str, Any]) -> str | None:
 @pytest.fixture(scope="module")
 def jaeger_run() -> Iterator[JaegerRun]:
     logs = artifact_dir("e2e", __name__)
+    require_go_backends()
     jaeger = Jaeger(logs).start()
     health, grpc, http, prom = free_ports(4)
     config = jaeger_collector_config(jaeger, health_port=health, grpc_port=grpc, http_port=http, prom_port=prom)

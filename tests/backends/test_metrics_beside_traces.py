@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ import pytest
 from demo.fake_llm import FakeOpenAIServer
 from tests.backends.test_jaeger_path import DEMO_SERVICE
 from tests.support.backends import HOST, BackendError, Prometheus, artifact_dir, free_ports, wait_until
-from tests.support.go_backends import Jaeger, Otelcol, jaeger_collector_config
+from tests.support.go_backends import Jaeger, Otelcol, jaeger_collector_config, require_go_backends
 from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -102,21 +102,21 @@ class MetricsRun:
 @pytest.fixture(scope="module")
 def metrics_run() -> Iterator[MetricsRun]:
     logs = artifact_dir("e2e", __name__)
+    require_go_backends()
     jaeger = Jaeger(logs).start()
     health, grpc, http, prom_port = free_ports(4)
     config = jaeger_collector_config(jaeger, health_port=health, grpc_port=grpc, http_port=http, prom_port=prom_port)
     collector = Otelcol(config, logs, health_port=health)
     # Scraped as compose's prometheus.yml does (honor_labels), every second.
     prometheus = Prometheus([f"{HOST}:{prom_port}"], logs / "prometheus-data", logs, name="prometheus")
+    scrape_config = prometheus.config_path.read_text()
+    assert scrape_config.count("    static_configs:") == 1
     prometheus.config_path.write_text(
-        prometheus.config_path.read_text().replace("    static_configs:", "    honor_labels: true\n    static_configs:")
+        scrape_config.replace("    static_configs:", "    honor_labels: true\n    static_configs:")
     )
-    started: list[Callable[[], object]] = []
     try:
         collector.start()
-        started.append(collector.stop)
         prometheus.start()
-        started.append(prometheus.stop)
         wait_until(
             lambda: any(t["health"] == "up" for t in prometheus.targets()),
             30,
@@ -146,11 +146,9 @@ def metrics_run() -> Iterator[MetricsRun]:
         assert result.returncode == 0, result.stderr[-3000:]
         time.sleep(3)  # the last export and two more scrapes
         yield MetricsRun(prometheus, start, time.time())
-    finally:
-        for stop in reversed(started):
-            stop()
-        if not started:
-            collector.stop()
+    finally:  # each stop is a no-op for a program that did not start
+        prometheus.stop()
+        collector.stop()
         jaeger.stop()
 
 

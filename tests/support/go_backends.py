@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.backends import (
     HOST,
     BackendError,
@@ -70,6 +72,15 @@ def jaeger_binary() -> Path:
 def otelcol_binary() -> Path:
     directory = _build_dir("otelcol", OTELCOL_BUILDER_VERSION, [BACKEND_MODULES / "otelcol" / "manifest.yaml"])
     return _binary(directory / "otelcol-agent-profiler", "the OpenTelemetry Collector")
+
+
+def require_go_backends() -> None:
+    """Fail the test (never skip it) with the install hint when Jaeger or the collector is not built."""
+    try:
+        jaeger_binary()
+        otelcol_binary()
+    except BackendNotInstalled as err:
+        pytest.fail(str(err), pytrace=False)
 
 
 def substitute_endpoints(config: str, endpoints: Mapping[str, str]) -> str:
@@ -272,5 +283,6 @@ __all__ = [
     "jaeger_binary",
     "jaeger_collector_config",
     "otelcol_binary",
+    "require_go_backends",
     "substitute_endpoints",
 ]
