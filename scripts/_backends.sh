@@ -7,6 +7,9 @@
 #     reinstalled only when PHOENIX_VERSION changes.
 #   - rotel (the OTLP collector) and the Prometheus exporter come with the project's dev extras
 #     in .venv (pyproject.toml + constraints.txt); this only checks that they are there.
+#   - Jaeger v2 and an OpenTelemetry Collector, built from their Go modules (needs Go 1.26 and
+#     the Go module proxy) into a cache outside the checkout, keyed by version and by the hash
+#     of what we commit for them (scripts/backends/), and reused on later runs.
 #
 # Idempotent: when everything is present it only runs a few `command -v`/`cat` checks.
 set -euo pipefail
@@ -91,10 +94,81 @@ check_dev_backends() {
 ensure_backends() {
     ensure_prometheus
     ensure_phoenix
+    ensure_jaeger
+    ensure_otelcol
     check_dev_backends
     ensure_bare_venv
     ensure_chromium
     ensure_openssl
+}
+
+# Jaeger and the OpenTelemetry Collector, built from Go modules (README "Development" gives the
+# first-run cost). The binaries live in $BACKENDS_CACHE/<name>-<version>-<hash>/, where <hash> is
+# that of our module files, so editing them builds anew; Go's own module and build caches
+# (GOMODCACHE, GOCACHE: outside the checkout too) make a rebuild after such an edit quick.
+# tests/support/go_backends.py computes the same directories.
+BACKENDS_CACHE="${OTEL_AGENT_PROFILER_BACKENDS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/otel-agent-profiler/backends}"
+JAEGER_VERSION=v1.76.0 # the Go module's tag for Jaeger v2.13.0 (the module path has no /v2)
+OTELCOL_BUILDER_VERSION=v0.161.0
+
+_backend_dir() { # name version file...: the cache directory for this build of name
+    local name="$1" version="$2" hash
+    shift 2
+    hash="$(cat "$@" | sha256sum | cut -c1-12)"
+    echo "$BACKENDS_CACHE/$name-$version-$hash"
+}
+
+_require_go() {
+    command -v go >/dev/null 2>&1 || {
+        echo "error: building $1 needs Go 1.26 on PATH (go not found)" >&2
+        return 1
+    }
+}
+
+# Jaeger's go.mod has a `replace`, so `go install ...@version` refuses it: it is built as a tool
+# of our scratch module scripts/backends/jaeger (go.mod + go.sum, nothing else).
+ensure_jaeger() {
+    local module="$ROOT/scripts/backends/jaeger" dir
+    dir="$(_backend_dir jaeger "$JAEGER_VERSION" "$module/go.mod" "$module/go.sum")"
+    if [ -x "$dir/jaeger" ]; then
+        return 0
+    fi
+    _require_go "Jaeger $JAEGER_VERSION" || return 1
+    echo "==> building Jaeger $JAEGER_VERSION from Go modules into $dir (the first time takes long)" >&2
+    mkdir -p "$dir"
+    local log="$dir/build.log"
+    if ! (cd "$module" && nice -n 19 go build -mod=readonly -o "$dir/jaeger.tmp" \
+        github.com/jaegertracing/jaeger/cmd/jaeger) >"$log" 2>&1; then
+        echo "error: building Jaeger $JAEGER_VERSION failed: $(tail -n 1 "$log") (full log: $log)" >&2
+        return 1
+    fi
+    mv "$dir/jaeger.tmp" "$dir/jaeger"
+}
+
+# The collector: the Collector Builder (installed into the cache too) with our manifest.
+ensure_otelcol() {
+    local manifest="$ROOT/scripts/backends/otelcol/manifest.yaml" dir
+    dir="$(_backend_dir otelcol "$OTELCOL_BUILDER_VERSION" "$manifest")"
+    if [ -x "$dir/otelcol-agent-profiler" ]; then
+        return 0
+    fi
+    _require_go "the OpenTelemetry Collector" || return 1
+    echo "==> building the OpenTelemetry Collector ($OTELCOL_BUILDER_VERSION) into $dir (the first time takes long)" >&2
+    mkdir -p "$dir"
+    local log="$dir/build.log" builder="$BACKENDS_CACHE/builder-$OTELCOL_BUILDER_VERSION/builder"
+    if [ ! -x "$builder" ]; then
+        if ! GOBIN="$(dirname "$builder")" nice -n 19 go install \
+            "go.opentelemetry.io/collector/cmd/builder@$OTELCOL_BUILDER_VERSION" >"$log" 2>&1; then
+            echo "error: installing the Collector Builder $OTELCOL_BUILDER_VERSION failed: $(tail -n 1 "$log") (full log: $log)" >&2
+            return 1
+        fi
+    fi
+    sed "s|OUTPUT_PATH|$dir/src|" "$manifest" >"$dir/manifest.yaml"
+    if ! (cd "$dir" && nice -n 19 "$builder" --config="$dir/manifest.yaml") >>"$log" 2>&1; then
+        echo "error: building the OpenTelemetry Collector failed: $(tail -n 1 "$log") (full log: $log)" >&2
+        return 1
+    fi
+    mv "$dir/src/otelcol-agent-profiler" "$dir/otelcol-agent-profiler"
 }
 
 # The "bare" environment for the end-to-end comparison (tests/plugin/test_e2e_live.py): the same pinned

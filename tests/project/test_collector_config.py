@@ -301,17 +301,25 @@ def test_pipelines_use_exactly_the_defined_components(path: Path) -> None:
     pipelines = config["service"]["pipelines"]
     assert pipelines, "no pipelines"
     used: dict[str, set[str]] = {kind: set() for kind in COMPONENT_KINDS}
+    connector_roles: dict[str, set[str]] = {connector: set() for connector in _defined(config, "connectors")}
     for pipeline_id, pipeline in pipelines.items():
         assert _component_type(pipeline_id) in {"traces", "metrics", "logs"}, pipeline_id
         assert pipeline.get("receivers"), f"pipeline {pipeline_id} has no receivers"
         assert pipeline.get("exporters"), f"pipeline {pipeline_id} has no exporters"
         for kind in COMPONENT_KINDS:
             for component in pipeline.get(kind) or []:
+                # A connector is the exporter of one pipeline and the receiver of another.
+                if kind in ("receivers", "exporters") and component in connector_roles:
+                    used["connectors"].add(component)
+                    connector_roles[component].add(kind)
+                    continue
                 assert component in _defined(config, kind), f"{pipeline_id} uses undefined {kind[:-1]} {component}"
                 used[kind].add(component)
         processors = pipeline.get("processors") or []
         if "memory_limiter" in processors:
             assert processors[0] == "memory_limiter", f"{pipeline_id}: memory_limiter must come first"
+    for connector, roles in connector_roles.items():
+        assert roles in ({"receivers", "exporters"}, set()), f"connector {connector} only in {sorted(roles)}"
     for kind in COMPONENT_KINDS:
         unused = _defined(config, kind) - used[kind]
         assert not unused, f"{kind} defined but in no pipeline: {sorted(unused)}"
