@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from ..adapters.recorded_attributes import RECORDED_ATTRIBUTES
@@ -58,6 +58,7 @@ class ProfiledTrace:
     attributes: list[dict[str, Any] | None]
 
 
+@dataclass
 class ProfilingStep:
     """Profile a trace, attach its calls' server load, compute its span attributes, add it to the
     program averages and record its metrics.
@@ -72,22 +73,13 @@ class ProfilingStep:
         enrich: whether to compute the span attributes.
     """
 
-    def __init__(
-        self,
-        options: ProfileOptions,
-        report_error: ErrorReport,
-        *,
-        metrics: Callable[[], ProfileMetrics | None] = lambda: None,
-        backend_load: LoadHistory | None = None,
-        programs: ProgramAverages | None = None,
-        enrich: bool = True,
-    ) -> None:
-        self.options = options
-        self._report_error = report_error
-        self._metrics = metrics
-        self.backend_load = backend_load
-        self.programs = programs
-        self.enrich = enrich
+    options: ProfileOptions
+    report_error: ErrorReport
+    _: KW_ONLY
+    metrics: Callable[[], ProfileMetrics | None] = lambda: None
+    backend_load: LoadHistory | None = None
+    programs: ProgramAverages | None = None
+    enrich: bool = True
 
     def profile(self, records: Sequence[SpanRecord], *, complete: bool, outcome: str) -> ProfiledTrace:
         """Run the step on the records of one trace (at least one).
@@ -116,7 +108,7 @@ class ProfilingStep:
             with self._guard("programs", trace_id):
                 self.programs.add(profile)
         with self._guard("metrics", trace_id):
-            metrics = self._metrics()
+            metrics = self.metrics()
             if metrics is not None:
                 metrics.record(profile)
                 metrics.count_spans("profiled", len(records))
@@ -146,7 +138,7 @@ class ProfilingStep:
 
     def _count_unprofiled(self, spans: int) -> None:
         with self._guard("metrics", ""):
-            metrics = self._metrics()
+            metrics = self.metrics()
             if metrics is not None:
                 metrics.count_spans(ERROR, spans)
 
@@ -159,4 +151,4 @@ class ProfilingStep:
             # Not InternalErrorLog.guard: the plugin and serve log failures differently (once per
             # stage; every one, with its trace), so their report is called from here, where it can
             # log (or, under the test suite, re-raise) the error being handled.
-            self._report_error(where, trace_id)
+            self.report_error(where, trace_id)
