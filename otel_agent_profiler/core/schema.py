@@ -43,6 +43,8 @@ def span_to_dict(
         "on_critical_path": span.on_critical_path,
         "ended": span.ended,
         "counted": span.counted,
+        # Times laid out by the trace's adapter (ATIF), not measured.
+        "timing_estimated": span.timing_estimated,
         # The span counted for the call this span is part of (a copy, its HTTP request, a server's or a
         # wrapper's span): which spans make one call.
         "same_call_as": span.same_call_as.record.span_id if span.same_call_as is not None else None,
@@ -97,6 +99,7 @@ def trace_to_dict(
         "duration_ms": _ms(profile.duration_ns),
         "critical_path_ms": _ms(critical_path_ns),
         "span_count": profile.span_count,
+        "timing_estimated_spans": sum(1 for span in profile.spans if span.timing_estimated),
         "root_span_ids": [root.span_id for root in profile.roots],
         "llm_calls": profile.llm_calls,
         "categories": categories,

@@ -34,7 +34,7 @@ from ..core.profile import BackendLoad, LlmPhases, TraceProfile
 from ..core.units import NS_PER_MS, format_duration, format_usd, plural
 from .chrome_trace import assign_lanes
 from .html_assets import CSS, JS
-from .text import combined_sentence
+from .text import combined_sentence, estimated_timing_note
 
 #: One colour per category, used by every view of the report.
 CATEGORY_COLORS: Mapping[str, str] = {
@@ -200,6 +200,8 @@ def trace_view_data(profile: TraceProfile, findings: Sequence[Finding]) -> dict[
             }
             for f in findings
         ],
+        # Times the trace's adapter laid out (ATIF), said above the findings built on them.
+        "estimated_timing": estimated_timing_note(profile),
         # Data problems the analysis worked around, shown above the findings they may affect.
         "anomalies": [[a.kind, a.span_id, a.detail] for a in profile.anomalies[:_SHOWN_ANOMALIES]],
         "more_anomalies": max(0, len(profile.anomalies) - _SHOWN_ANOMALIES),

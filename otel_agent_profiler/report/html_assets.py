@@ -407,6 +407,7 @@ JS = r"""
 
   function drawFindings(t) {
     var host = clear(byId("findings"));
+    if (t.estimated_timing) { html("p", "caveat", t.estimated_timing, host); }
     drawAnomalies(t, host);
     if (!t.findings.length) { html("p", "empty", "No findings for this trace.", host); return; }
     if (t.combined) { html("p", "combined", t.combined, host); }

@@ -85,6 +85,9 @@ def _header(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
         facts.append(plural(len(profile.roots), "root"))
     facts += _usage_facts(profile.llm_calls, profile.tokens.total, profile.cost_usd)
     lines = [f"Trace {profile.trace_id}", "  " + f" {glyphs.separator} ".join(facts)]
+    note = estimated_timing_note(profile)
+    if note is not None:
+        lines += _paragraph(note, "  ", "  ", glyphs)
     for anomaly in profile.anomalies[:5]:
         line = f"! {anomaly.kind} {anomaly.span_id}: {anomaly.detail}"
         if anomaly.parent_span_id is not None:
@@ -95,6 +98,18 @@ def _header(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
     if len(profile.anomalies) > 5:
         lines.append(f"  ! and {plural(len(profile.anomalies) - 5, 'more data problem')} (see --format json)")
     return lines
+
+
+def estimated_timing_note(profile: TraceProfile) -> str | None:
+    """A sentence saying how many of the trace's spans have times its adapter laid out, or None."""
+    estimated = sum(1 for span in profile.spans if span.timing_estimated)
+    if not estimated:
+        return None
+    which = "all" if estimated == profile.span_count else f"{estimated} of {profile.span_count}"
+    return (
+        f"Times of {which} spans are estimates: the trace's format records when each step happened, not how "
+        "long its calls took, so the times and savings built on them are not measurements."
+    )
 
 
 def _category_table(profile: TraceProfile, glyphs: Glyphs) -> list[str]:

@@ -12,6 +12,7 @@ from otel_agent_profiler.adapters import ATIF, ATIF_JSON_LINES, parse_trace_byte
 from otel_agent_profiler.cli import main
 from otel_agent_profiler.core import profile_records
 from otel_agent_profiler.core.findings import PARALLELIZABLE, combined_projection, find_all
+from tests.support.paths import ROOT
 
 MS = 1_000_000
 T0 = "2026-11-20T10:00:00"
@@ -191,3 +192,27 @@ def test_analyze_reads_atif_json_lines_and_names_the_bad_line(
     document = json.loads(out.read_text())
     assert document["files"][0]["format"] == "atif-jsonl"
     assert sorted(trace["span_count"] for trace in document["traces"]) == [4, 5]
+
+
+def test_estimated_times_are_marked_in_the_json_and_said_in_the_text_and_html_reports(tmp_path: Path) -> None:
+    path = tmp_path / "trajectory.json"
+    path.write_text(json.dumps(TRAJECTORY))
+    out = tmp_path / "profile.json"
+    assert main(["analyze", str(path), "--format", "json", "--output", str(out)]) == 0
+    (trace,) = json.loads(out.read_text())["traces"]
+    estimated = [span for span in trace["spans"] if span["timing_estimated"]]
+    assert estimated and trace["timing_estimated_spans"] == len(estimated)
+    text = tmp_path / "profile.txt"
+    assert main(["analyze", str(path), "--output", str(text)]) == 0
+    sentence = " ".join(line.strip() for line in text.read_text().splitlines())
+    which = "all" if len(estimated) == trace["span_count"] else f"{len(estimated)} of {trace['span_count']}"
+    assert f"Times of {which} spans are estimates" in sentence
+    page = tmp_path / "report.html"
+    assert main(["report", str(path), "--html", str(page)]) == 0
+    assert f"Times of {which} spans are estimates" in page.read_text()
+
+
+def test_measured_traces_carry_no_estimate_note(tmp_path: Path) -> None:
+    out = tmp_path / "profile.txt"
+    assert main(["analyze", str(ROOT / "examples" / "traces" / "research-agent.otlp.json"), "--output", str(out)]) == 0
+    assert "are estimates" not in out.read_text()
