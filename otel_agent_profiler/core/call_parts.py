@@ -91,16 +91,15 @@ def _make_part_of(span: SpanProfile, call: SpanProfile) -> None:
 
 def _mark_requests_beside_their_calls(spans: list[SpanProfile]) -> None:
     """Make an HTTP request to a model API that is not below its call part of the one call running around it."""
-    calls = [span for span in spans if span.category in _CALL_CATEGORIES]
-    if not calls:
+    requests = [span for span in spans if is_http_client_span(span)]
+    if not requests:
         return
-    with_request = {
-        id(span.same_call_as) for span in spans if span.same_call_as is not None and is_http_client_span(span)
-    }
-    for span in spans:
-        if span.same_call_as is not None or span.children or span.category in _CALL_CATEGORIES:
-            continue
-        if not is_http_client_span(span) or not _asks_a_model(span):
+    calls = [span for span in spans if span.category in _CALL_CATEGORIES and not is_http_client_span(span)]
+    with_request = {id(span.same_call_as) for span in requests if span.same_call_as is not None}
+    for span in requests:
+        # A request's category may already say llm: the live profiler recorded it on the span (an
+        # export it enriched, analysed again), and the recorded category attribute is taken as it is.
+        if span.same_call_as is not None or span.children or not _asks_a_model(span):
             continue
         # The calls around the request, each counted once however many copies of it cover the request.
         around = {

@@ -8,6 +8,8 @@ agent with OpenInference's LangChain instrumentation.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from otel_agent_profiler.core import SpanRecord, TraceProfile
 from otel_agent_profiler.core.call_parts import WRAPPER_SLACK_NS
 from otel_agent_profiler.core.findings import find_all, find_sequential_llm_chains
@@ -261,6 +263,21 @@ def test_a_request_written_beside_its_call_is_the_call_s_time() -> None:
     assert top.title.startswith("The 3 o4-mini calls hold"), top.title
     saving = trace.duration_ns - top.evidence["projected_duration_without_ns"]
     assert saving > round(580 * MS), top.title
+
+
+def test_a_request_beside_its_call_is_part_of_it_in_an_export_the_live_profiler_enriched() -> None:
+    # the live profiler wrote its verdict on the request: analysed again, it is still the call's request
+    records = [
+        replace(record, attributes={**record.attributes, "agent_profiler.category": "llm"})
+        if record.name.startswith("POST")
+        else record
+        for record in LANGGRAPH_GRAPH_HTTPX
+    ]
+    trace = profile(records)
+    nodes = by_name(trace)
+    for name, call in (("POST1", "ChatOpenAI"), ("POST2", "ChatOpenAI2"), ("POST3", "ChatOpenAI3")):
+        assert (nodes[name].model, nodes[name].counted, nodes[name].same_call_as) == ("o4-mini", False, nodes[call])
+    assert trace.llm_calls == 3
 
 
 def test_a_request_beside_calls_is_left_as_it_is_unless_it_asks_the_one_model_call_around_it() -> None:
