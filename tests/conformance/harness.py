@@ -84,6 +84,8 @@ PRODUCERS: dict[str, Records] = {
     "gcp.vertex.agent": Records(ttft=False),
     # Strands Agents' own tracing: no reasoning tokens; TTFT as gen_ai.server.time_to_first_token (ms)
     "strands.telemetry.tracer": Records(reasoning=False),
+    # an HTTP client span that is part of a call (core/call_parts.py) records nothing of the model's
+    "opentelemetry.instrumentation.httpx": Records(cached=False, reasoning=False, ttft=False),
     # Traceloop's opentelemetry-instrumentation-openai
     "opentelemetry.instrumentation.openai.v1": Records(stream_reasoning=False),
 }
