@@ -10,6 +10,17 @@
 #   - .venv-frameworks-openai2: LlamaIndex and opentelemetry-instrumentation-openai-v2
 #     (tests/conformance/pins-openai2.txt). llama-index-llms-openai needs openai<3, so constraints.txt's openai
 #     pin is left out here and the pins file names an openai 2 release.
+#   - .venv-frameworks-genai: opentelemetry-instrumentation-genai-openai (tests/conformance/pins-genai.txt),
+#     which needs a newer opentelemetry-util-genai than opentelemetry-instrumentation-openai-v2 accepts.
+#
+# Google ADK and Strands Agents require OpenTelemetry releases other than the project's pins, so their
+# environments take the OpenTelemetry their framework brings (named in their pins files) and this package
+# without its dependencies: the plugin runs on the OpenTelemetry a user of that framework has.
+#
+#   - .venv-frameworks-adk: google-adk 2.x and LiteLLM (tests/conformance/pins-adk.txt).
+#   - .venv-frameworks-strands: strands-agents 1.x (tests/conformance/pins-strands.txt).
+#
+# Every environment has the httpx instrumentation: each source runs with and without its spans.
 #
 # The Traceloop instrumentation is tested in .venv itself (it is one of our dependencies).
 # An environment is reinstalled only when its pins file, constraints.txt or pyproject.toml changed.
@@ -17,8 +28,10 @@ set -euo pipefail
 
 FRAMEWORK_PINS_DIR="$ROOT/tests/conformance"
 
+# $3 says which OpenTelemetry and openai the environment gets: "project" (constraints.txt), "project-but-openai"
+# (constraints.txt less its openai pin) or "framework's" (the pins file's alone, this package without dependencies).
 _ensure_framework_venv() {
-    local venv="$1" pins="$2" drop_openai_pin="$3"
+    local venv="$1" pins="$2" versions="$3"
     local stamp="$venv/.installed" want constraints
     want="$(cat "$pins" "$ROOT/constraints.txt" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
     if [ -x "$venv/bin/opentelemetry-instrument" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
@@ -29,20 +42,41 @@ _ensure_framework_venv() {
         echo "==> creating virtual environment in $(basename "$venv") (conformance suite)" >&2
         "$PYTHON" -m venv "$venv"
     fi
-    constraints="$ROOT/constraints.txt"
-    if [ "$drop_openai_pin" = "yes" ]; then
-        constraints="$venv/constraints-without-openai.txt"
-        grep -v '^openai==' "$ROOT/constraints.txt" > "$constraints"
-    fi
     echo "==> installing $(basename "$pins") and otel-agent-profiler into $(basename "$venv")" >&2
     "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
-    "$venv/bin/python" -m pip install --quiet -c "$constraints" -r "$pins" -e "$ROOT" >&2
-    "$venv/bin/python" -m pip check >&2
+    if [ "$versions" = "framework's" ]; then
+        # this package's dependencies other than OpenTelemetry, as pyproject.toml names them
+        "$venv/bin/python" - "$ROOT/pyproject.toml" > "$venv/requirements-not-opentelemetry.txt" <<'PY'
+import sys
+import tomllib
+
+with open(sys.argv[1], "rb") as pyproject:
+    dependencies = tomllib.load(pyproject)["project"]["dependencies"]
+print("\n".join(d for d in dependencies if not d.startswith("opentelemetry-")))
+PY
+        "$venv/bin/python" -m pip install --quiet -r "$pins" -r "$venv/requirements-not-opentelemetry.txt" >&2
+        "$venv/bin/python" -m pip install --quiet --no-deps -e "$ROOT" >&2
+        # this package's own pins are not met here, on purpose; everything else must be
+        if "$venv/bin/python" -m pip check | grep -v -e '^otel-agent-profiler ' -e '^No broken requirements' >&2; then
+            return 1
+        fi
+    else
+        constraints="$ROOT/constraints.txt"
+        if [ "$versions" = "project-but-openai" ]; then
+            constraints="$venv/constraints-without-openai.txt"
+            grep -v '^openai==' "$ROOT/constraints.txt" > "$constraints"
+        fi
+        "$venv/bin/python" -m pip install --quiet -c "$constraints" -r "$pins" -e "$ROOT" >&2
+        "$venv/bin/python" -m pip check >&2
+    fi
     echo "==> $(basename "$venv") installed in $((SECONDS - started)) s" >&2
     echo "$want" > "$stamp"
 }
 
 ensure_frameworks() {
-    _ensure_framework_venv "$ROOT/.venv-frameworks" "$FRAMEWORK_PINS_DIR/pins-frameworks.txt" no
-    _ensure_framework_venv "$ROOT/.venv-frameworks-openai2" "$FRAMEWORK_PINS_DIR/pins-openai2.txt" yes
+    _ensure_framework_venv "$ROOT/.venv-frameworks" "$FRAMEWORK_PINS_DIR/pins-frameworks.txt" project
+    _ensure_framework_venv "$ROOT/.venv-frameworks-openai2" "$FRAMEWORK_PINS_DIR/pins-openai2.txt" project-but-openai
+    _ensure_framework_venv "$ROOT/.venv-frameworks-genai" "$FRAMEWORK_PINS_DIR/pins-genai.txt" project
+    _ensure_framework_venv "$ROOT/.venv-frameworks-adk" "$FRAMEWORK_PINS_DIR/pins-adk.txt" "framework's"
+    _ensure_framework_venv "$ROOT/.venv-frameworks-strands" "$FRAMEWORK_PINS_DIR/pins-strands.txt" "framework's"
 }

@@ -11,6 +11,12 @@ span, in the shapes instrumentations really write:
   again, and ``same_call_as`` points at the call. So do HTTP client spans below it (a retry
   library's, urllib3's under requests). An inference server's span below them is the same call
   too (``core.call_anatomy``).
+* **The request beside its call.** OpenInference's LangChain instrumentation does not make its
+  model span the current span, so with the profiler installed in code httpx's ``POST`` lands
+  under the root, beside the ``ChatOpenAI`` span it belongs to. An HTTP client span with no
+  children, to a model API's path (``/chat/completions``, ``/completions``, ``/embeddings``,
+  ``/responses``, ``/messages``), inside the time of exactly one call (of one call's spans) that
+  has no request of its own, is that call's request, as above.
 * **A wrapper beside the call.** LangGraph's prebuilt ReAct agent (with the OpenInference or the
   Traceloop LangChain instrumentation) writes its node span ``call_model`` as a *sibling* of the
   ``RunnableSequence`` that holds the model's span: the node starts a moment before it and ends a
@@ -22,8 +28,9 @@ span, in the shapes instrumentations really write:
   ``same_call_as`` points at the call.
 
 Nothing else is merged. A span covering two siblings, one starting or ending further away, one
-with children of its own, an LLM, embedding or tool span, a span that is not an HTTP client, or an
-HTTP span below anything but a call, is profiled as it is.
+with children of its own, an LLM, embedding or tool span, a span that is not an HTTP client, an
+HTTP span below anything but a call, or one beside calls that is to another path, runs while two
+calls run or while none does, is profiled as it is.
 """
 
 from __future__ import annotations
@@ -43,6 +50,11 @@ WRAPPER_SLACK_NS = 10_000_000
 _HTTP_METHOD_KEYS = ("http.request.method", "http.method")
 
 _CALL_CATEGORIES = (LLM, EMBEDDING)
+
+#: Where a request to a model API goes: the URL path's end, in the OpenAI-compatible and Anthropic APIs.
+_MODEL_API_PATHS = ("/chat/completions", "/completions", "/embeddings", "/responses", "/messages")
+#: Attributes holding a request's URL or path: the current HTTP conventions' and the older ones.
+_URL_KEYS = ("url.full", "http.url", "url.path", "http.target")
 _WRAPPER_CATEGORIES = (AGENT, INTERNAL)
 
 
@@ -56,7 +68,7 @@ def is_http_client_span(span: SpanProfile) -> bool:
 
 
 def mark_transport_spans(spans: list[SpanProfile]) -> None:
-    """Make the HTTP client spans below an LLM or embedding call part of that call."""
+    """Make the HTTP client spans below an LLM or embedding call, or its request beside it, part of that call."""
     # Depth first: a span's parent is marked before it, so a chain of HTTP spans follows its call down.
     for span in spans:
         parent = span.parent
@@ -64,12 +76,51 @@ def mark_transport_spans(spans: list[SpanProfile]) -> None:
             continue
         # The parent is the call's own span, a copy of it, or an HTTP span already made part of it.
         call = parent.same_call_as or parent
-        span.category = call.category
-        span.operation = call.operation
-        span.model = call.model
-        span.model_snapshot = call.model_snapshot
-        span.counted = False
-        span.same_call_as = call
+        _make_part_of(span, call)
+    _mark_requests_beside_their_calls(spans)
+
+
+def _make_part_of(span: SpanProfile, call: SpanProfile) -> None:
+    span.category = call.category
+    span.operation = call.operation
+    span.model = call.model
+    span.model_snapshot = call.model_snapshot
+    span.counted = False
+    span.same_call_as = call
+
+
+def _mark_requests_beside_their_calls(spans: list[SpanProfile]) -> None:
+    """Make an HTTP request to a model API that is not below its call part of the one call running around it."""
+    requests = [span for span in spans if is_http_client_span(span)]
+    if not requests:
+        return
+    calls = [span for span in spans if span.category in _CALL_CATEGORIES and not is_http_client_span(span)]
+    with_request = {id(span.same_call_as) for span in requests if span.same_call_as is not None}
+    for span in requests:
+        # A request's category may already say llm: the live profiler recorded it on the span (an
+        # export it enriched, analysed again), and the recorded category attribute is taken as it is.
+        if span.same_call_as is not None or span.children or not _asks_a_model(span):
+            continue
+        # The calls around the request, each counted once however many copies of it cover the request.
+        around = {
+            id(call): call
+            for call in (c.same_call_as or c for c in calls if c.start_ns <= span.start_ns and span.end_ns <= c.end_ns)
+        }
+        if len(around) != 1:
+            continue
+        call = next(iter(around.values()))
+        if id(call) not in with_request:
+            _make_part_of(span, call)
+            with_request.add(id(call))
+
+
+def _asks_a_model(span: SpanProfile) -> bool:
+    attributes = span.record.attributes
+    for key in _URL_KEYS:
+        url = attributes.get(key)
+        if isinstance(url, str):
+            return url.split("?", 1)[0].rstrip("/").endswith(_MODEL_API_PATHS)
+    return False
 
 
 def adopt_wrapped_calls(spans: list[SpanProfile]) -> list[SpanProfile]:

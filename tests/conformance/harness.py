@@ -40,6 +40,9 @@ PREFIX = "agent_profiler."
 VENVS = {
     "frameworks": ROOT / ".venv-frameworks",
     "openai2": ROOT / ".venv-frameworks-openai2",
+    "genai": ROOT / ".venv-frameworks-genai",
+    "adk": ROOT / ".venv-frameworks-adk",
+    "strands": ROOT / ".venv-frameworks-strands",
     "main": Path(sys.prefix),
 }
 
@@ -75,6 +78,14 @@ PRODUCERS: dict[str, Records] = {
     "openinference.instrumentation.smolagents": Records(cached=False, reasoning=False, ttft=False),
     # opentelemetry-instrumentation-openai-v2 writes through opentelemetry-util-genai
     "opentelemetry.util.genai.handler": Records(cached=False, reasoning=False, ttft=False),
+    # opentelemetry-instrumentation-genai-openai (TTFT as gen_ai.response.time_to_first_chunk)
+    "opentelemetry.instrumentation.genai.openai": Records(),
+    # Google ADK's own tracing (its streamed calls carry usage when LiteLLM asks for it)
+    "gcp.vertex.agent": Records(ttft=False),
+    # Strands Agents' own tracing: no reasoning tokens; TTFT as gen_ai.server.time_to_first_token (ms)
+    "strands.telemetry.tracer": Records(reasoning=False),
+    # an HTTP client span that is part of a call (core/call_parts.py) records nothing of the model's
+    "opentelemetry.instrumentation.httpx": Records(cached=False, reasoning=False, ttft=False),
     # Traceloop's opentelemetry-instrumentation-openai
     "opentelemetry.instrumentation.openai.v1": Records(stream_reasoning=False),
 }
@@ -101,6 +112,11 @@ class Source:
     env: Mapping[str, str] = field(default_factory=dict)
     #: categories the source's spans must produce besides llm and tool
     categories: frozenset[str] = frozenset({"agent"})
+    #: how many of the app's three model calls stream (the last one, or all where the framework always streams)
+    streamed_calls: int = 1
+    #: what the source itself gets wrong, so that a test of ours fails: test name (or ``name[mode]``) ->
+    #: (strict, reason); strict when the test fails every time, not strict when it depends on timing
+    known_gaps: Mapping[str, tuple[bool, str]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -165,11 +181,23 @@ def venv_python(source: Source) -> Path:
     return python
 
 
+#: How an app runs: the profiler installed in the code or zero-code, each without and with the httpx
+#: instrumentation's HTTP client spans (many apps have it; each LLM call then has one more span below it).
+MODES = ("processor", "processor+httpx", "zero-code", "zero-code+httpx")
+WITH_HTTPX = "+httpx"
+
+
+def launch_of(mode: str) -> str:
+    """``processor`` or ``zero-code``: how the profiler gets into the app in ``mode``."""
+    return mode.removesuffix(WITH_HTTPX)
+
+
 def run_app(source: Source, mode: str, llm_url: str, otlp_url: str, log_dir: Path, timeout: float = 120) -> str:
     """Run ``source``'s app to completion; return the trace id of its root span."""
     python = venv_python(source)
     command = [str(python), str(APPS / source.app)]
-    if mode == "zero-code":
+    launch, httpx = launch_of(mode), mode.endswith(WITH_HTTPX)
+    if launch == "zero-code":
         # the interpreter by path: opentelemetry-instrument looks a bare `python` up on PATH
         command = [str(python.parent / "opentelemetry-instrument"), *command]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_", "TRACELOOP_", "CONFORMANCE_"))}
@@ -178,7 +206,8 @@ def run_app(source: Source, mode: str, llm_url: str, otlp_url: str, log_dir: Pat
         PYTHONPATH=str(ROOT),
         OPENAI_BASE_URL=llm_url,
         OPENAI_API_KEY="conformance",
-        CONFORMANCE_MODE=mode,
+        CONFORMANCE_MODE=launch,
+        CONFORMANCE_HTTPX="1" if httpx else "0",
         CONFORMANCE_OTLP_ENDPOINT=otlp_url,
         OTEL_SERVICE_NAME=f"conformance-{source.name}",
         OTEL_EXPORTER_OTLP_ENDPOINT=otlp_url,
@@ -191,6 +220,10 @@ def run_app(source: Source, mode: str, llm_url: str, otlp_url: str, log_dir: Pat
         HF_HUB_OFFLINE="1",
     )
     env.update(source.env)
+    if launch == "zero-code" and not httpx:
+        disabled = [name for name in env.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "").split(",") if name]
+        # the httpx instrumentation registers two instrumentors: httpx's and httpx2's (which openai 3 uses)
+        env["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"] = ",".join([*disabled, "httpx", "httpx2"])
     proc = subprocess.run(
         command, env=env, cwd=log_dir, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
     )
@@ -215,6 +248,8 @@ class ServerCall:
     usage_sent: bool
     usage: TokenUsage
     ttft_s: float | None
+    #: from the request's arrival to the answer's last byte, as the server logged them
+    duration_s: float
 
 
 def server_calls(requests: list[dict[str, Any]]) -> list[ServerCall]:
@@ -227,8 +262,11 @@ def server_calls(requests: list[dict[str, Any]]) -> list[ServerCall]:
         )
         first = entry.get("first_token")
         ttft = first - entry["started"] if first is not None else None
+        duration = entry["finished"] - entry["started"]
         calls.append(
-            ServerCall(entry["started"], entry["model"], bool(entry["stream"]), entry["usage_sent"], usage, ttft)
+            ServerCall(
+                entry["started"], entry["model"], bool(entry["stream"]), entry["usage_sent"], usage, ttft, duration
+            )
         )
     return sorted(calls, key=lambda call: call.started)
 

@@ -19,9 +19,11 @@ import pytest
 
 from demo.fake_llm import FakeOpenAIServer
 from otel_agent_profiler import SpanProfile, TokenUsage
+from otel_agent_profiler.core.findings import find_all
 from otel_agent_profiler.core.genai import strip_snapshot
 from tests.conformance.harness import (
     FAST_TOOL,
+    MODES,
     PREFIX,
     ROOT,
     ROOT_SPAN,
@@ -34,6 +36,7 @@ from tests.conformance.harness import (
     Source,
     counted_llm_calls,
     expected_tokens_by_model,
+    launch_of,
     read_export,
     records_of,
     reported_by_family,
@@ -47,7 +50,6 @@ from tests.support.backends import artifact_dir
 pytestmark = [pytest.mark.e2e, pytest.mark.conformance]
 
 TIME_SCALE = 0.25
-MODES = ("processor", "zero-code")
 OPENINFERENCE = "openinference.instrumentation."
 
 SOURCES = [
@@ -70,6 +72,45 @@ SOURCES = [
         "openai2",
         "opentelemetry.util.genai.handler",
         env={"CONFORMANCE_INSTRUMENTATION": "openai-v2"},
+    ),
+    Source(
+        "openai-genai",
+        "openai_client_app.py",
+        "genai",
+        "opentelemetry.instrumentation.genai.openai",
+        env={"CONFORMANCE_INSTRUMENTATION": "genai-openai"},
+    ),
+    Source("langchain-agent", "langchain_agent_app.py", "frameworks", OPENINFERENCE + "langchain"),
+    Source("langgraph-graph", "langgraph_graph_app.py", "frameworks", OPENINFERENCE + "langchain"),
+    Source(
+        "adk",
+        "adk_app.py",
+        "adk",
+        "gcp.vertex.agent",
+        known_gaps={
+            "test_tokens_per_model_each_call_once": (
+                True,
+                "ADK's LiteLLM adapter passes OpenAI's completion_tokens, which include the reasoning tokens, as "
+                "Gemini's candidates count, and its telemetry adds the reasoning tokens to that: "
+                "gen_ai.usage.output_tokens counts them twice (144 for the server's 111)",
+            )
+        },
+    ),
+    Source(
+        "strands",
+        "strands_app.py",
+        "strands",
+        "strands.telemetry.tracer",
+        streamed_calls=3,  # Strands streams every model call
+        known_gaps={
+            f"test_time_to_first_token_of_the_stream[{mode}]": (
+                False,
+                "Strands starts its chat span and its gen_ai.server.time_to_first_token clock before it creates "
+                "the OpenAI client, so the first call's time to first token includes the client's creation (0.9 "
+                "to 2.5 s for the server's 0.16 s); with the httpx spans the profiler counts it from the request",
+            )
+            for mode in ("processor", "zero-code")
+        },
     ),
     Source(
         "openai-traceloop",
@@ -103,7 +144,8 @@ def profiled(source: Source, mode: str) -> Run:
             calls = server_calls(server.requests)
         exported = read_export(export, trace_id)
         assert [s.name for s in exported.main.roots] == [ROOT_SPAN], "one trace, under the app's root span"
-        assert len(calls) == 3 and sum(c.stream for c in calls) == 1, "the app's three calls reached the server"
+        streamed = sum(c.stream for c in calls)
+        assert len(calls) == 3 and streamed == source.streamed_calls, "the app's three calls reached the server"
         _runs[key] = Run(exported, calls, export)
     return _runs[key]
 
@@ -139,7 +181,7 @@ def test_tokens_per_model_each_call_once(source: Source, mode: str) -> None:
     profile, scopes = run.exported.main, run.exported.scopes
     pairs = calls_and_spans(run)
     producers = {scopes[span.span_id] for span, _ in pairs}
-    if mode == "processor":
+    if launch_of(mode) == "processor":
         assert producers == {source.producer}, producers
     expected = expected_tokens_by_model(pairs, scopes)
     assert reported_by_family(profile.tokens_by_model) == expected
@@ -160,8 +202,7 @@ def test_llm_calls_counted_once(source: Source, mode: str) -> None:
 def test_time_to_first_token_of_the_stream(source: Source, mode: str) -> None:
     run = profiled(source, mode)
     profile, scopes = run.exported.main, run.exported.scopes
-    stream = next(call for call in run.calls if call.stream)
-    assert stream.ttft_s is not None
+    call_of = {span.span_id: call for span, call in calls_and_spans(run)}
     llm = [s for s in profile.spans if s.category == "llm"]
     timed = [s for s in llm if s.time_to_first_token_ns is not None]
     if not any(records_of(scopes[s.span_id]).ttft for s in llm):
@@ -170,10 +211,37 @@ def test_time_to_first_token_of_the_stream(source: Source, mode: str) -> None:
     assert timed, "the streamed call's time to first token"
     for span in timed:
         assert span.time_to_first_token_ns is not None
+        # each span is checked against the server's first token of the call it is (a part of)
+        counted = span if span.counted else span.same_call_as
+        assert counted is not None and counted.span_id in call_of, span
+        call = call_of[counted.span_id]
+        assert call.stream and call.ttft_s is not None, (span, call)
         ttft_s = span.time_to_first_token_ns / 1e9
-        assert stream.ttft_s - TTFT_EARLY_SLACK_S <= ttft_s <= stream.ttft_s + TTFT_LATE_SLACK_S, (ttft_s, stream)
+        assert call.ttft_s - TTFT_EARLY_SLACK_S <= ttft_s <= call.ttft_s + TTFT_LATE_SLACK_S, (ttft_s, call)
         if records_of(scopes[span.span_id]).span_covers_stream:
             assert span.time_to_first_token_ns <= span.duration_ns
+
+
+@pytest.mark.parametrize(("source", "mode"), PARAMS)
+def test_top_finding_names_what_takes_the_time(source: Source, mode: str) -> None:
+    """The first finding a user reads blames what the ground truth says takes the time: the LLM calls when
+    the server spent longer on them than the slower tool slept, else the slower tool; or the app's own time
+    outside any span (a framework's setup, under the root) when that is longer still."""
+    run = profiled(source, mode)
+    profile = run.exported.main
+    findings = find_all(profile)
+    assert findings, "no finding"
+    top = findings[0]
+    named = [s for s in profile.spans if s.span_id in top.span_ids]
+    slow, root = tool_span(profile, SLOW_TOOL), profile.roots[0]
+    llm_ns = round(sum(call.duration_s for call in run.calls) * 1e9)
+    described = f"{top.kind}: {top.title} ({[(s.name, s.category) for s in named]})"
+    if root.self_time_ns > max(llm_ns, slow.duration_ns):
+        assert named == [root], described
+    elif llm_ns > slow.duration_ns:
+        assert named and all(s.category == "llm" for s in named), described
+    else:
+        assert slow in named and all(s.category != "llm" for s in named), described
 
 
 @pytest.mark.parametrize(("source", "mode"), PARAMS)
@@ -213,6 +281,9 @@ def test_command_line_reads_the_exported_file_alike(source: Source, mode: str) -
     assert llm and all(span["model"] for span in llm), llm
     for span in llm:
         assert span["model"] == strip_snapshot(span["model"]), span
-        # A part of a call (the HTTP client's span below it) names the call's model, recorded on the call's span.
-        recorded_on = span.get("same_call_as") or span["span_id"]
-        assert span["model_snapshot"] == snapshot_recorded(run.exported.live[recorded_on], span["model"]), span
+        attributes = run.exported.live[span["span_id"]]
+        recorded = [v for k, v in attributes.items() if isinstance(v, str) and not k.startswith(PREFIX)]
+        if span["same_call_as"] and not any(span["model"] in value for value in recorded):
+            # a part of a call that names no model itself (an HTTP client span) is named as its call is
+            attributes = run.exported.live[span["same_call_as"]]
+        assert span["model_snapshot"] == snapshot_recorded(attributes, span["model"]), span

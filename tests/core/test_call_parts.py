@@ -8,6 +8,8 @@ agent with OpenInference's LangChain instrumentation.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from otel_agent_profiler.core import SpanRecord, TraceProfile
 from otel_agent_profiler.core.call_parts import WRAPPER_SLACK_NS
 from otel_agent_profiler.core.findings import find_all, find_sequential_llm_chains
@@ -216,3 +218,77 @@ def test_findings_name_each_call_once_however_many_spans_describe_it() -> None:
     assert titles[0].startswith("The 4 o4-mini calls hold"), titles
     (chain,) = find_sequential_llm_chains(trace)
     assert chain.title.startswith("4 LLM calls under 'agent' ran one after another"), chain.title
+
+
+# --- a request written beside its call ------------------------------------------------------------------
+
+
+def old_post(name: str, parent: str, start_ms: float, end_ms: float, path: str = "/v1/chat/completions") -> SpanRecord:
+    """httpx's request span as opentelemetry-instrumentation-httpx 0.66b2 writes it by default (old conventions)."""
+    attributes = {"http.method": "POST", "http.url": f"http://127.0.0.1:44873{path}", "http.status_code": 200}
+    return at(name, parent, start_ms, end_ms, kind=CLIENT, attributes=attributes, scope=HTTPX)
+
+
+#: A hand-written LangGraph graph with OpenInference's LangChain instrumentation, installed in code, and
+#: httpx's: the ChatOpenAI span is not the current span when the client sends, so each POST is the root's child.
+LANGGRAPH_GRAPH_HTTPX = [
+    at("run", None, 0, 1210.3),
+    chain("LangGraph", "run", 4.0, 1006.0),
+    chain("model", "LangGraph", 7.0, 307.0),
+    chat_openai("ChatOpenAI", "model", 90.0, 305.0, (1363, 31)),
+    chain("after_model", "model", 306.0, 307.0),
+    chain("tools", "LangGraph", 308.0, 812.0),
+    tool("execute_tool slow_search", "tools", 309.0, 811.0),
+    tool("execute_tool fast_search", "tools", 309.0, 360.0),
+    chain("model2", "LangGraph", 814.0, 1006.0),
+    chat_openai("ChatOpenAI2", "model2", 816.0, 1003.0, (1467, 34)),
+    old_post("POST1", "run", 96.0, 299.0),
+    old_post("POST2", "run", 822.0, 1002.0),
+    chat_openai("ChatOpenAI3", "run", 1008.0, 1208.0, (23, 46)),
+    old_post("POST3", "run", 1010.0, 1012.0),
+]
+
+
+def test_a_request_written_beside_its_call_is_the_call_s_time() -> None:
+    trace = profile(LANGGRAPH_GRAPH_HTTPX)
+    nodes = by_name(trace)
+    for name, call in (("POST1", "ChatOpenAI"), ("POST2", "ChatOpenAI2"), ("POST3", "ChatOpenAI3")):
+        assert (nodes[name].category, nodes[name].counted, nodes[name].same_call_as) == ("llm", False, nodes[call])
+    assert trace.llm_calls == 3
+    # Before, the POST spans were internal (0.38 s of the application's own time), and the top finding said
+    # removing the calls' time would end the trace only 201 ms sooner, as if the requests ran beside them.
+    assert trace.categories["internal"].self_time_ns == nodes["run"].self_time_ns
+    assert trace.categories["llm"].self_time_ns == round((215.0 + 187.0 + 200.0) * MS)
+    top = find_all(trace)[0]
+    assert top.title.startswith("The 3 o4-mini calls hold"), top.title
+    saving = trace.duration_ns - top.evidence["projected_duration_without_ns"]
+    assert saving > round(580 * MS), top.title
+
+
+def test_a_request_beside_its_call_is_part_of_it_in_an_export_the_live_profiler_enriched() -> None:
+    # the live profiler wrote its verdict on the request: analysed again, it is still the call's request
+    records = [
+        replace(record, attributes={**record.attributes, "agent_profiler.category": "llm"})
+        if record.name.startswith("POST")
+        else record
+        for record in LANGGRAPH_GRAPH_HTTPX
+    ]
+    trace = profile(records)
+    nodes = by_name(trace)
+    for name, call in (("POST1", "ChatOpenAI"), ("POST2", "ChatOpenAI2"), ("POST3", "ChatOpenAI3")):
+        assert (nodes[name].model, nodes[name].counted, nodes[name].same_call_as) == ("o4-mini", False, nodes[call])
+    assert trace.llm_calls == 3
+
+
+def test_a_request_beside_calls_is_left_as_it_is_unless_it_asks_the_one_model_call_around_it() -> None:
+    records = [
+        at("run", None, 0, 1000),
+        chat_openai("ChatOpenAI", "run", 0, 400, (10, 5)),
+        chat_openai("ChatOpenAI2", "run", 100, 600, (10, 5)),
+        old_post("POST during two calls", "run", 150, 350),
+        old_post("GET of a tool", "run", 450, 550, path="/search"),
+        old_post("POST after the calls", "run", 700, 800),
+    ]
+    nodes = by_name(profile(records))
+    for name in ("POST during two calls", "GET of a tool", "POST after the calls"):
+        assert (nodes[name].category, nodes[name].same_call_as, nodes[name].counted) == ("internal", None, True)

@@ -10,7 +10,9 @@ span ``conformance run``:
 
 ``CONFORMANCE_MODE`` says how the profiler gets in: ``processor`` (the app sets the SDK up and calls
 ``otel_agent_profiler.install``) or ``zero-code`` (the app runs under ``opentelemetry-instrument`` and sets
-nothing up). Spans go over OTLP/HTTP to ``CONFORMANCE_OTLP_ENDPOINT``. The app prints one JSON line with the
+nothing up). ``CONFORMANCE_HTTPX=1`` adds the httpx instrumentation's HTTP client spans, of httpx and httpx2
+(the harness turns it off under zero-code otherwise, where it would load with every other installed
+instrumentor). Spans go over OTLP/HTTP to ``CONFORMANCE_OTLP_ENDPOINT``. The app prints one JSON line with the
 root span's trace id.
 """
 
@@ -94,6 +96,12 @@ def run(source: str, instrument: Callable[[], None], agent_run: Step, stream_cal
     ``instrument`` is called in both modes: it instruments explicitly only what zero-code does not load.
     """
     provider = _set_up_processor(f"conformance-{source}") if not zero_code() else trace.get_tracer_provider()
+    if os.environ.get("CONFORMANCE_HTTPX") == "1" and not zero_code():
+        from opentelemetry.instrumentation import httpx
+
+        # openai 3 sends through httpx2, which the same package instruments with a second instrumentor
+        httpx.HTTPXClientInstrumentor().instrument()
+        httpx.HTTPX2ClientInstrumentor().instrument()
     instrument()
     tracer = trace.get_tracer("conformance")
 

@@ -1,7 +1,8 @@
 """A hand-written agent loop on the OpenAI client; the instrumentation is the source under test.
 
 ``CONFORMANCE_INSTRUMENTATION`` picks it: ``openinference`` (openinference-instrumentation-openai),
-``openai-v2`` (opentelemetry-instrumentation-openai-v2) or ``traceloop`` (opentelemetry-instrumentation-openai).
+``openai-v2`` (opentelemetry-instrumentation-openai-v2), ``genai-openai``
+(opentelemetry-instrumentation-genai-openai) or ``traceloop`` (opentelemetry-instrumentation-openai).
 The agent and tool spans come from otel-agent-profiler's decorators, as a user without a framework writes them.
 """
 
@@ -38,6 +39,8 @@ def instrument() -> None:
         from openinference.instrumentation.openai import OpenAIInstrumentor
     elif INSTRUMENTATION == "openai-v2":
         from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    elif INSTRUMENTATION == "genai-openai":
+        from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
     else:
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor
     OpenAIInstrumentor().instrument()
