@@ -10,6 +10,12 @@
 #   - .venv-frameworks-openai2: LlamaIndex and opentelemetry-instrumentation-openai-v2
 #     (tests/conformance/pins-openai2.txt). llama-index-llms-openai needs openai<3, so constraints.txt's openai
 #     pin is left out here and the pins file names an openai 2 release.
+#   - .venv-frameworks-autogen-haystack-dspy: AutoGen (agentchat, with its own OpenTelemetry tracing), Haystack
+#     (with its OpenTelemetry tracer), DSPy on LiteLLM, and the OpenInference instrumentations of DSPy, LiteLLM
+#     and the OpenAI client (tests/conformance/pins-autogen-haystack-dspy.txt). Apart from .venv-frameworks
+#     so that the two groups' pins can move independently and zero-code loads fewer instrumentors per app.
+#   - .venv-frameworks-crewai: CrewAI and its OpenInference instrumentation (tests/conformance/pins-crewai.txt).
+#     crewai needs openai<3, like LlamaIndex, so constraints.txt's openai pin is left out.
 #
 # The Traceloop instrumentation is tested in .venv itself (it is one of our dependencies).
 # An environment is reinstalled only when its pins file, constraints.txt or pyproject.toml changed.
@@ -45,4 +51,7 @@ _ensure_framework_venv() {
 ensure_frameworks() {
     _ensure_framework_venv "$ROOT/.venv-frameworks" "$FRAMEWORK_PINS_DIR/pins-frameworks.txt" no
     _ensure_framework_venv "$ROOT/.venv-frameworks-openai2" "$FRAMEWORK_PINS_DIR/pins-openai2.txt" yes
+    _ensure_framework_venv "$ROOT/.venv-frameworks-autogen-haystack-dspy" \
+        "$FRAMEWORK_PINS_DIR/pins-autogen-haystack-dspy.txt" no
+    _ensure_framework_venv "$ROOT/.venv-frameworks-crewai" "$FRAMEWORK_PINS_DIR/pins-crewai.txt" yes
 }

@@ -40,6 +40,8 @@ PREFIX = "agent_profiler."
 VENVS = {
     "frameworks": ROOT / ".venv-frameworks",
     "openai2": ROOT / ".venv-frameworks-openai2",
+    "autogen-haystack-dspy": ROOT / ".venv-frameworks-autogen-haystack-dspy",
+    "crewai": ROOT / ".venv-frameworks-crewai",
     "main": Path(sys.prefix),
 }
 

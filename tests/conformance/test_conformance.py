@@ -78,6 +78,8 @@ SOURCES = [
         "opentelemetry.instrumentation.openai.v1",
         env={"CONFORMANCE_INSTRUMENTATION": "traceloop"},
     ),
+    # AutoGen writes the agent and tool spans, an OpenAI instrumentation the LLM spans
+    Source("autogen", "autogen_app.py", "autogen-haystack-dspy", OPENINFERENCE + "openai"),
 ]
 PARAMS = [pytest.param(source, mode, id=f"{source.name}-{mode}") for source in SOURCES for mode in MODES]
 
