@@ -80,6 +80,8 @@ SOURCES = [
     ),
     # AutoGen writes the agent and tool spans, an OpenAI instrumentation the LLM spans
     Source("autogen", "autogen_app.py", "autogen-haystack-dspy", OPENINFERENCE + "openai"),
+    # Haystack writes the agent and tool spans, an OpenAI instrumentation the LLM spans
+    Source("haystack", "haystack_app.py", "autogen-haystack-dspy", OPENINFERENCE + "openai"),
 ]
 PARAMS = [pytest.param(source, mode, id=f"{source.name}-{mode}") for source in SOURCES for mode in MODES]
 
