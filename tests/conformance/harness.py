@@ -77,6 +77,9 @@ PRODUCERS: dict[str, Records] = {
     "openinference.instrumentation.smolagents": Records(cached=False, reasoning=False, ttft=False),
     # opentelemetry-instrumentation-openai-v2 writes through opentelemetry-util-genai
     "opentelemetry.util.genai.handler": Records(cached=False, reasoning=False, ttft=False),
+    "openinference.instrumentation.litellm": Records(ttft=False),
+    # DSPy's LM.acall spans name the model and record no usage: the LiteLLM span inside each is the call
+    "openinference.instrumentation.dspy": Records(cached=False, reasoning=False, ttft=False),
     # Traceloop's opentelemetry-instrumentation-openai
     "opentelemetry.instrumentation.openai.v1": Records(stream_reasoning=False),
 }

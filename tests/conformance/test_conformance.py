@@ -82,6 +82,7 @@ SOURCES = [
     Source("autogen", "autogen_app.py", "autogen-haystack-dspy", OPENINFERENCE + "openai"),
     # Haystack writes the agent and tool spans, an OpenAI instrumentation the LLM spans
     Source("haystack", "haystack_app.py", "autogen-haystack-dspy", OPENINFERENCE + "openai"),
+    Source("dspy", "dspy_app.py", "autogen-haystack-dspy", OPENINFERENCE + "litellm"),
 ]
 PARAMS = [pytest.param(source, mode, id=f"{source.name}-{mode}") for source in SOURCES for mode in MODES]
 
