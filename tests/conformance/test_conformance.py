@@ -83,6 +83,7 @@ SOURCES = [
     # Haystack writes the agent and tool spans, an OpenAI instrumentation the LLM spans
     Source("haystack", "haystack_app.py", "autogen-haystack-dspy", OPENINFERENCE + "openai"),
     Source("dspy", "dspy_app.py", "autogen-haystack-dspy", OPENINFERENCE + "litellm"),
+    Source("crewai", "crewai_app.py", "crewai", OPENINFERENCE + "openai"),
 ]
 PARAMS = [pytest.param(source, mode, id=f"{source.name}-{mode}") for source in SOURCES for mode in MODES]
 
