@@ -14,8 +14,9 @@
 #     (with its OpenTelemetry tracer), DSPy on LiteLLM, and the OpenInference instrumentations of DSPy, LiteLLM
 #     and the OpenAI client (tests/conformance/pins-autogen-haystack-dspy.txt). Apart from .venv-frameworks
 #     so that the two groups' pins can move independently and zero-code loads fewer instrumentors per app.
-#   - .venv-frameworks-crewai: CrewAI and its OpenInference instrumentation (tests/conformance/pins-crewai.txt).
-#     crewai needs openai<3, like LlamaIndex, so constraints.txt's openai pin is left out.
+#   - .venv-frameworks-crewai: CrewAI and the OpenInference instrumentations of it and of the OpenAI client
+#     (tests/conformance/pins-crewai.txt). crewai needs openai<3, like LlamaIndex, so constraints.txt's openai
+#     pin is left out and the pins file names an openai 2 release.
 #
 # The Traceloop instrumentation is tested in .venv itself (it is one of our dependencies).
 # An environment is reinstalled only when its pins file, constraints.txt or pyproject.toml changed.
