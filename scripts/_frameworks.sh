@@ -10,6 +10,13 @@
 #   - .venv-frameworks-openai2: LlamaIndex and opentelemetry-instrumentation-openai-v2
 #     (tests/conformance/pins-openai2.txt). llama-index-llms-openai needs openai<3, so constraints.txt's openai
 #     pin is left out here and the pins file names an openai 2 release.
+#   - .venv-frameworks-autogen-haystack-dspy: AutoGen (agentchat, with its own OpenTelemetry tracing), Haystack
+#     (with its OpenTelemetry tracer), DSPy on LiteLLM, and the OpenInference instrumentations of DSPy, LiteLLM
+#     and the OpenAI client (tests/conformance/pins-autogen-haystack-dspy.txt). Apart from .venv-frameworks
+#     so that the two groups' pins can move independently and zero-code loads fewer instrumentors per app.
+#   - .venv-frameworks-crewai: CrewAI and the OpenInference instrumentations of it and of the OpenAI client
+#     (tests/conformance/pins-crewai.txt). crewai needs openai<3, like LlamaIndex, so constraints.txt's openai
+#     pin is left out and the pins file names an openai 2 release.
 #   - .venv-frameworks-genai: opentelemetry-instrumentation-genai-openai (tests/conformance/pins-genai.txt),
 #     which needs a newer opentelemetry-util-genai than opentelemetry-instrumentation-openai-v2 accepts.
 #
@@ -79,4 +86,7 @@ ensure_frameworks() {
     _ensure_framework_venv "$ROOT/.venv-frameworks-genai" "$FRAMEWORK_PINS_DIR/pins-genai.txt" project
     _ensure_framework_venv "$ROOT/.venv-frameworks-adk" "$FRAMEWORK_PINS_DIR/pins-adk.txt" "framework's"
     _ensure_framework_venv "$ROOT/.venv-frameworks-strands" "$FRAMEWORK_PINS_DIR/pins-strands.txt" "framework's"
+    _ensure_framework_venv "$ROOT/.venv-frameworks-autogen-haystack-dspy" \
+        "$FRAMEWORK_PINS_DIR/pins-autogen-haystack-dspy.txt" project
+    _ensure_framework_venv "$ROOT/.venv-frameworks-crewai" "$FRAMEWORK_PINS_DIR/pins-crewai.txt" project-but-openai
 }

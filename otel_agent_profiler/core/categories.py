@@ -96,6 +96,14 @@ def classify(name: str, attributes: Mapping[str, AttributeValue]) -> str:
     if attributes.get("mcp.method.name") == "tools/call":
         return TOOL
 
+    # Haystack's OpenTelemetry tracer (opentelemetry-haystack) tags its spans with Haystack's own keys and
+    # no GenAI ones: the agent's run, and each tool call of a step (the model call inside
+    # ``haystack.agent.step.llm`` is the OpenAI client's span, when that is instrumented).
+    if name == "haystack.agent.run":
+        return AGENT
+    if name == "haystack.agent.step.tool" and "haystack.tool.name" in attributes:
+        return TOOL
+
     is_database = "db.system" in attributes or "db.system.name" in attributes
     if is_database and _mentions_memory(name, attributes):
         return MEMORY

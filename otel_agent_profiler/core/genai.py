@@ -17,7 +17,7 @@ from .models import model_family
 from .records import AttributeValue, SpanEvent, seconds_as_ns
 
 _MODEL_KEYS = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name", "llm.request.model")
-_TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
+_TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name", "haystack.tool.name")
 _AGENT_NAME_KEYS = ("gen_ai.agent.name", "gen_ai.workflow.name", "agent.name", "traceloop.entity.name")
 _RETRIEVAL_NAME_KEYS = ("gen_ai.data_source.id", "db.collection.name")
 

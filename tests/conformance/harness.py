@@ -43,6 +43,8 @@ VENVS = {
     "genai": ROOT / ".venv-frameworks-genai",
     "adk": ROOT / ".venv-frameworks-adk",
     "strands": ROOT / ".venv-frameworks-strands",
+    "autogen-haystack-dspy": ROOT / ".venv-frameworks-autogen-haystack-dspy",
+    "crewai": ROOT / ".venv-frameworks-crewai",
     "main": Path(sys.prefix),
 }
 
@@ -86,6 +88,9 @@ PRODUCERS: dict[str, Records] = {
     "strands.telemetry.tracer": Records(reasoning=False),
     # an HTTP client span that is part of a call (core/call_parts.py) records nothing of the model's
     "opentelemetry.instrumentation.httpx": Records(cached=False, reasoning=False, ttft=False),
+    "openinference.instrumentation.litellm": Records(ttft=False),
+    # DSPy's LM.acall spans name the model and record no usage: the LiteLLM span inside each is the call
+    "openinference.instrumentation.dspy": Records(cached=False, reasoning=False, ttft=False),
     # Traceloop's opentelemetry-instrumentation-openai
     "opentelemetry.instrumentation.openai.v1": Records(stream_reasoning=False),
 }

@@ -119,6 +119,38 @@ SOURCES = [
         "opentelemetry.instrumentation.openai.v1",
         env={"CONFORMANCE_INSTRUMENTATION": "traceloop"},
     ),
+    # AutoGen writes the agent and tool spans, an OpenAI instrumentation the LLM spans
+    Source("autogen", "autogen_app.py", "autogen-haystack-dspy", OPENINFERENCE + "openai"),
+    # Haystack writes the agent and tool spans, an OpenAI instrumentation the LLM spans
+    Source("haystack", "haystack_app.py", "autogen-haystack-dspy", OPENINFERENCE + "openai"),
+    Source(
+        "dspy",
+        "dspy_app.py",
+        "autogen-haystack-dspy",
+        OPENINFERENCE + "litellm",
+        # Not strict: both pass on most runs.
+        known_gaps={
+            **{
+                f"test_time_to_first_token_of_the_stream[{mode}]": (
+                    False,
+                    "under zero-code the first token is seen by the OpenAI client's span inside LiteLLM, which "
+                    "reads the stream only when DSPy's streamify pulls it: 0.2 s after the server's first token on "
+                    "a quiet machine, over the 0.5 s slack on a loaded one (0.99 s for the server's 0.15 s)",
+                )
+                for mode in ("zero-code", "zero-code+httpx")
+            },
+            **{
+                f"test_command_line_reads_the_exported_file_alike[{mode}]": (
+                    False,
+                    "intermittently, within the test session, the live attributes read back for one of DSPy's "
+                    "LM.acall spans show the counted OpenAI span's self time and snapshot, while the exported file "
+                    "read again and analyze --format json do not (not yet understood)",
+                )
+                for mode in ("zero-code", "zero-code+httpx")
+            },
+        },
+    ),
+    Source("crewai", "crewai_app.py", "crewai", OPENINFERENCE + "openai"),
 ]
 PARAMS = [pytest.param(source, mode, id=f"{source.name}-{mode}") for source in SOURCES for mode in MODES]
 

@@ -6,7 +6,8 @@ The rules are checked in a fixed order and the first match wins:
 2. ``gen_ai.operation.name`` (known values, or any value ending in ``_memory``);
 3. ``openinference.span.kind``;
 4. ``traceloop.span.kind``, then ``llm.request.type``, then ``mcp.method.name == "tools/call"``,
-   then a Google ADK ``call_llm`` span naming a model, then ``db.system`` on a span that mentions memory;
+   then a Google ADK ``call_llm`` span naming a model, then Haystack's agent run and tool spans, then
+   ``db.system`` on a span that mentions memory;
 5. otherwise ``internal``.
 """
 
@@ -90,7 +91,22 @@ RULE_CASES = [
     ),
     case("call_llm-naming-no-model-falls-through", {"gen_ai.system": "gcp.vertex.agent"}, "internal", "call_llm"),
     case("model-on-another-name-falls-through", {"gen_ai.request.model": "gpt-4o"}, "internal", "call_model"),
-    # 4e. db.system on a span that says "memory" (in its name, an attribute key or a string value).
+    # 4e. Haystack's tracer: the agent's run, and a step's tool call naming its tool (tags as Haystack 3.4 writes them).
+    case(
+        "haystack-agent-run",
+        {"haystack.agent.max_steps": 100, "haystack.agent.steps_taken": 2},
+        "agent",
+        "haystack.agent.run",
+    ),
+    case(
+        "haystack-tool-call",
+        {"haystack.tool.name": "slow_search", "haystack.tool.description": "Search the slow source."},
+        "tool",
+        name="haystack.agent.step.tool",
+    ),
+    case("haystack-tool-span-without-tool-name-falls-through", {}, "internal", name="haystack.agent.step.tool"),
+    case("haystack-model-call-wrapper-falls-through", {}, "internal", name="haystack.agent.step.llm"),
+    # 4f. db.system on a span that says "memory" (in its name, an attribute key or a string value).
     case("db.system+memory-in-name", {DB_SYSTEM: "redis"}, "memory", name="memory.search"),
     case("db.system+memory-in-name-any-case", {DB_SYSTEM: "redis"}, "memory", name="Load Memory"),
     case("db.system+memory-in-attribute-key", {DB_SYSTEM: "postgresql", "agent.memory.kind": "episodic"}, "memory"),

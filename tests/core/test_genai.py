@@ -116,6 +116,13 @@ def test_same_model_rejects_different_models(a: str | None, b: str | None) -> No
         pytest.param(
             "tool", "FunctionTool.acall", {"tool.name": "slow_search"}, "slow_search", id="tool-name-beats-method-name"
         ),
+        pytest.param(
+            "tool",
+            "haystack.agent.step.tool",
+            {"haystack.tool.name": "slow_search"},
+            "slow_search",
+            id="haystack-tool-name",
+        ),
         pytest.param("agent", "Agent.run", {}, "Agent.run", id="agent-keeps-its-method"),
         pytest.param("agent", "build-2024", {}, "build-2024", id="short-numbers-are-not-run-ids"),
     ],
