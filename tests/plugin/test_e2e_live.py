@@ -483,7 +483,7 @@ def test_profile_metrics_reach_rotel(profiled_run: ProfiledRun) -> None:
         assert metric.resource.get("service.name") == "e2e-agent-app", name
         for attributes, _ in _points(metric):
             assert set(attributes) == keys, (name, attributes)
-    assert "agent_profiler.trace.critical_path.cost" not in last  # no price table
+    assert "agent_profiler.trace.critical_path.cost" in last  # priced by the built-in table
     assert last["agent_profiler.spans"].is_monotonic is True
 
     # per (category, operation): one observation for the trace, the sum of its spans' attributes

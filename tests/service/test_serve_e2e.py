@@ -31,6 +31,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from otel_agent_profiler.adapters.otlp_proto import records_from_proto
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import profile_trace, trace_to_dict
+from otel_agent_profiler.core.pricing import with_built_in_prices
 from otel_agent_profiler.live.enrichment import span_attributes, trace_attributes
 from otel_agent_profiler.service.app import ProfilingService, ServeConfig
 from otel_agent_profiler.service.pipeline import PipelineConfig
@@ -159,7 +160,7 @@ def test_spans_from_two_services_are_profiled_as_one_trace_and_forwarded_enriche
 
     records = records_from_spans(memory.get_finished_spans()) + records_from_proto(bytes.fromhex(child.stdout.strip()))
     assert len(records) == 6
-    profile = profile_trace(records)
+    profile = profile_trace(records, prices=with_built_in_prices(None))  # serve's default prices
     trace_id = profile.trace_id
     (root,) = profile.roots  # the child service's root continues the first service's span
     assert root.record.name == "invoke_agent planner"

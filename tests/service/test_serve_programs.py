@@ -25,6 +25,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind, set_span_in_context
 
+from otel_agent_profiler.core.genai import TokenUsage
+from otel_agent_profiler.core.pricing import with_built_in_prices
 from otel_agent_profiler.service.app import ProfilingService, ServeConfig
 from otel_agent_profiler.service.pipeline import PipelineConfig
 from tests.support.backends import BackendProcess, artifact_dir, free_ports, http_exchange, port_open, wait_until
@@ -78,7 +80,9 @@ def _programs(base: str, query: str = "") -> dict[str, Any]:
     return json.loads(body)  # type: ignore[no-any-return]
 
 
-def _check_runs(program: dict[str, Any], service: str, agent: str, runs: Sequence[tuple[int, int]]) -> None:
+def _check_runs(
+    program: dict[str, Any], service: str, agent: str, runs: Sequence[tuple[int, int]], *, priced: bool = False
+) -> None:
     """The averages of ``program`` are those of ``runs`` (see ``send_agent_runs``)."""
     count = len(runs)
     durations = sorted(llm + tool for llm, tool in runs)
@@ -92,7 +96,15 @@ def _check_runs(program: dict[str, Any], service: str, agent: str, runs: Sequenc
     assert program["llm_calls"] == 1.0
     assert program["tokens"]["input"] == 1000.0
     assert program["tokens"]["output"] == pytest.approx(sum(llm for llm, _ in runs) / count)
-    assert program["critical_path_llm_phases_ms"] is None and program["cost_usd"] is None
+    assert program["critical_path_llm_phases_ms"] is None
+    if not priced:  # a pipeline made in code has the prices it is given: none here
+        assert program["cost_usd"] is None
+        return
+    # The serve command prices with the built-in table by default: the mean cost of the runs' gpt-4o-mini call.
+    price = with_built_in_prices(None).price_of("gpt-4o-mini")
+    assert price is not None
+    costs = [price.cost_usd(TokenUsage(input=1000, output=llm)) for llm, _ in runs]
+    assert program["cost_usd"] == pytest.approx(sum(costs) / count)
 
 
 PLANNER_RUNS = [(600, 300), (200, 100), (400, 200)]
@@ -168,8 +180,8 @@ def test_serve_answers_programs_averaged_per_agent(request: pytest.FixtureReques
         document = _programs(base)
         assert document["other_programs"] == 0 and document["since"] <= time.time()
         planner, coder = document["programs"]
-        _check_runs(planner, "agents", "planner", PLANNER_RUNS)
-        _check_runs(coder, "agents", "coder", CODER_RUNS)
+        _check_runs(planner, "agents", "planner", PLANNER_RUNS, priced=True)
+        _check_runs(coder, "agents", "coder", CODER_RUNS, priced=True)
         assert _programs(base, "?service=agents") == document
     finally:
         serve.stop()
