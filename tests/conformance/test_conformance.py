@@ -254,6 +254,10 @@ def test_time_to_first_token_of_the_stream(source: Source, mode: str) -> None:
             assert span.time_to_first_token_ns <= span.duration_ns
 
 
+#: How close (a share of the longer) two candidates for the top finding may be and both count as right.
+TOP_FINDING_MARGIN = 0.1
+
+
 @pytest.mark.parametrize(("source", "mode"), PARAMS)
 def test_top_finding_names_what_takes_the_time(source: Source, mode: str) -> None:
     """The first finding a user reads blames what the ground truth says takes the time: the LLM calls when
@@ -268,12 +272,17 @@ def test_top_finding_names_what_takes_the_time(source: Source, mode: str) -> Non
     slow, root = tool_span(profile, SLOW_TOOL), profile.roots[0]
     llm_ns = round(sum(call.duration_s for call in run.calls) * 1e9)
     described = f"{top.kind}: {top.title} ({[(s.name, s.category) for s in named]})"
-    if root.self_time_ns > max(llm_ns, slow.duration_ns):
-        assert named == [root], described
-    elif llm_ns > slow.duration_ns:
-        assert named and all(s.category == "llm" for s in named), described
-    else:
-        assert slow in named and all(s.category != "llm" for s in named), described
+    blames = {
+        "root": named == [root],
+        "llm": bool(named) and all(s.category == "llm" for s in named),
+        "tool": slow in named and all(s.category != "llm" for s in named),
+    }
+    truth = sorted([(root.self_time_ns, "root"), (llm_ns, "llm"), (slow.duration_ns, "tool")], reverse=True)
+    # The server's logged time of the calls is a little shorter than the client's spans of them: when the
+    # two longest are within that margin of each other, the ground truth cannot tell them apart.
+    (first_ns, first), (second_ns, second), _ = truth
+    accepted = {first, second} if second_ns >= first_ns * (1 - TOP_FINDING_MARGIN) else {first}
+    assert any(blames[name] for name in accepted), f"expected {' or '.join(sorted(accepted))}: {described}"
 
 
 @pytest.mark.parametrize(("source", "mode"), PARAMS)
