@@ -19,6 +19,9 @@ from ..plugin.environment_variables import (
 )
 from ..service.upstream_connection import (
     COMPRESSIONS,
+    OTEL_EXPORTER_OTLP_CERTIFICATE,
+    OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE,
+    OTEL_EXPORTER_OTLP_CLIENT_KEY,
     OTEL_EXPORTER_OTLP_COMPRESSION,
     OTEL_EXPORTER_OTLP_HEADERS,
     header_option,
@@ -65,7 +68,8 @@ DESCRIPTION = (
     "seconds; exits 1 if spans it accepted could not be delivered or were rejected by the upstream (logged with "
     "their count), 2 if it cannot start (a port in use, unreadable TLS or token files, a bad upstream, an "
     "upstream header, certificate or variable that cannot be used). TLS and a bearer token are optional and off "
-    "by default; the upstream's credentials (headers, CA, client certificate) too."
+    "by default; the upstream's credentials (headers, CA, client certificate) too, each from its option or else "
+    "from the OTEL_EXPORTER_OTLP_* variable the OpenTelemetry SDK reads."
 )
 
 
@@ -126,18 +130,23 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--upstream-ca",
         metavar="PATH",
-        help="PEM CA certificate(s) to verify an https:// upstream with, instead of the public CAs (the system's "
-        "for HTTP, gRPC's own for gRPC; default)",
+        help="PEM CA certificate(s) to verify an https:// upstream with, instead of the public CAs. Default: "
+        f"$OTEL_EXPORTER_OTLP_<SIGNAL>_CERTIFICATE, else ${OTEL_EXPORTER_OTLP_CERTIFICATE} (read for an https:// "
+        "upstream only), else the public CAs (the system's for HTTP, gRPC's own for gRPC)",
     )
     serve.add_argument(
         "--upstream-client-cert",
         metavar="PATH",
-        help="PEM client certificate shown to an https:// upstream that asks for one (mutual TLS); give its key too",
+        help="PEM client certificate shown to an https:// upstream that asks for one (mutual TLS); give its key too. "
+        f"Default: $OTEL_EXPORTER_OTLP_<SIGNAL>_CLIENT_CERTIFICATE, else ${OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE} "
+        "(https:// upstreams only), else none",
     )
     serve.add_argument(
         "--upstream-client-key",
         metavar="PATH",
-        help="PEM private key (unencrypted) of the client certificate; give the certificate too",
+        help="PEM private key (unencrypted) of the client certificate; give the certificate too. Default: "
+        f"$OTEL_EXPORTER_OTLP_<SIGNAL>_CLIENT_KEY, else ${OTEL_EXPORTER_OTLP_CLIENT_KEY} (https:// upstreams only). "
+        "Each of these options, given, beats its variables",
     )
     serve.add_argument(
         "--quiet-period",

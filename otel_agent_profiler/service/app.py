@@ -24,6 +24,7 @@ import ssl
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import FrameType
@@ -46,7 +47,13 @@ from .receivers import BearerToken, GrpcReceiver, Receive
 from .self_metrics import register_service_metrics
 from .signal_relay import SignalRelay
 from .signals import LOGS, METRICS, TRACES, Signal
-from .upstream_connection import UpstreamConnection, UpstreamTls, resolve_compression, resolve_headers
+from .upstream_connection import (
+    UpstreamConnection,
+    UpstreamTls,
+    resolve_compression,
+    resolve_headers,
+    resolve_tls,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -122,10 +129,12 @@ def load_tls(cert: str | None, key: str | None) -> tuple[ssl.SSLContext, grpc.Se
 def upstream_connection(config: ServeConfig, signal: Signal, environ: Mapping[str, str]) -> UpstreamConnection:
     """The headers, compression and TLS files of ``signal``'s requests upstream: the config's, else the
     OpenTelemetry exporter variables' (raises ``ValueError`` naming a variable that cannot be used)."""
+    secure = urllib.parse.urlsplit(config.upstream or "").scheme == "https"
+    given = UpstreamTls(config.upstream_ca, config.upstream_client_cert, config.upstream_client_key)
     return UpstreamConnection(
         resolve_headers(signal, config.upstream_headers, environ),
         resolve_compression(signal, config.upstream_compression, environ),
-        UpstreamTls(config.upstream_ca, config.upstream_client_cert, config.upstream_client_key),
+        resolve_tls(signal, given, environ, secure),
     )
 
 
@@ -254,12 +263,12 @@ class ProfilingService:
         parts = []
         for name, connection in self._connections.items():
             headers = ", ".join(key for key, _ in connection.headers) or "none"
-            parts.append(f"{name}: headers {headers} (values not shown), compression {connection.compression}")
-        config = self.config
-        if config.upstream_ca is not None:
-            parts.append(f"CA {config.upstream_ca}")
-        if config.upstream_client_cert is not None:
-            parts.append(f"client certificate {config.upstream_client_cert}")
+            part = f"{name}: headers {headers} (values not shown), compression {connection.compression}"
+            if connection.tls.ca_file is not None:
+                part += f", CA {connection.tls.ca_file}"
+            if connection.tls.client_cert_file is not None:
+                part += f", client certificate {connection.tls.client_cert_file}"
+            parts.append(part)
         return "; ".join(parts)
 
     def _receivers(self) -> dict[str, tuple[Signal, Receive]]:

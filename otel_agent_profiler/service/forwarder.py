@@ -15,12 +15,13 @@ what happens next:
   from then on. A single item refused as too large is counted as failed;
 * timed out twice in a row: cut in two, and later requests merged up to half as many items, so a
   slow upstream gets requests it can take within the export timeout;
-* a retryable error (network errors, gRPC UNAVAILABLE, HTTP 429/502/503/504, ...): retried with
-  exponential backoff, or after the upstream's ``Retry-After`` (HTTP) or ``RetryInfo`` (gRPC) when
-  it is longer, for as long as it takes: what the queue holds is bounded by the pipeline, which
-  refuses new data at its limits, so retrying never grows memory;
-* rejected for good (e.g. HTTP 400, or a redirect, which is not followed): counted as failed and
-  logged.
+* a retryable error (network errors, gRPC UNAVAILABLE, RESOURCE_EXHAUSTED with a ``RetryInfo``,
+  HTTP 429/502/503/504, ...): retried with exponential backoff, or after the upstream's
+  ``Retry-After`` (HTTP) or ``RetryInfo`` (gRPC) when it is longer, for as long as it takes: what
+  the queue holds is bounded by the pipeline, which refuses new data at its limits, so retrying
+  never grows memory;
+* rejected for good (e.g. HTTP 400, a redirect, which is not followed, or gRPC RESOURCE_EXHAUSTED
+  without a ``RetryInfo``, which OTLP says not to retry): counted as failed and logged.
 
 While the upstream fails, ``failing`` is true.
 
@@ -214,16 +215,23 @@ def rejected_items(response: Any) -> tuple[int, str]:
     return int(rejected), str(partial.error_message)
 
 
-_RETRYABLE_GRPC = frozenset(
-    {"CANCELLED", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "OUT_OF_RANGE", "UNAVAILABLE", "DATA_LOSS"}
-)
+_RETRYABLE_GRPC = frozenset({"CANCELLED", "DEADLINE_EXCEEDED", "ABORTED", "OUT_OF_RANGE", "UNAVAILABLE", "DATA_LOSS"})
 _RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
 
 
 def retryable(exc: BaseException) -> bool:
-    """Whether OTLP says a failed export may succeed when retried (network errors do)."""
+    """Whether OTLP says a failed export may succeed when retried (network errors do).
+
+    gRPC RESOURCE_EXHAUSTED is retryable only with a ``RetryInfo`` in its status: OTLP/gRPC says
+    that is how a server signals it can recover (throttling); without it the exhaustion is not
+    expected to pass (a quota used up, a limit the request breaks), and retrying it forever would
+    hold up everything queued behind it. (One that names the message size is cut, see ``too_large``.)
+    """
     if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
-        return getattr(exc.code(), "name", "") in _RETRYABLE_GRPC
+        name = getattr(exc.code(), "name", "")
+        if name == "RESOURCE_EXHAUSTED":
+            return hasattr(exc, "trailing_metadata") and _grpc_retry_delay(exc) is not None
+        return name in _RETRYABLE_GRPC
     if isinstance(exc, urllib.error.HTTPError):
         return exc.code in _RETRYABLE_HTTP
     return isinstance(exc, OSError)
@@ -298,7 +306,12 @@ def _grpc_retry_delay(exc: Any) -> float | None:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, grpc.RpcError):
         code = exc.code() if hasattr(exc, "code") else None
-        return f"gRPC {getattr(code, 'name', code)}"
+        name = getattr(code, "name", code)
+        if name == "RESOURCE_EXHAUSTED" and not retryable(exc):
+            # Which limit it was is only in the message: a quota, a rate, a memory limit.
+            details = " ".join(((exc.details() if hasattr(exc, "details") else "") or "").split())[:200]
+            return f"gRPC RESOURCE_EXHAUSTED without RetryInfo, not retried: {details or 'no message'}"
+        return f"gRPC {name}"
     if isinstance(exc, urllib.error.HTTPError):
         if 300 <= exc.code < 400:
             return f"HTTP {exc.code} redirect to {exc.headers.get('Location') if exc.headers else None}, not followed"

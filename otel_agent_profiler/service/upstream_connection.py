@@ -1,11 +1,13 @@
 """How ``serve`` reaches an upstream that wants credentials: headers, a private CA, a client certificate, gzip.
 
-Headers and compression come from ``serve``'s options, else from the OpenTelemetry exporter
-variables as the specification defines them, per signal: ``OTEL_EXPORTER_OTLP_TRACES_HEADERS``
-(``_METRICS_``, ``_LOGS_``) beats ``OTEL_EXPORTER_OTLP_HEADERS``, and each replaces the other whole,
-as the SDK's exporters do; the options replace both. The variables hold ``key=value`` pairs
-separated by commas, percent-decoded (``Authorization=Bearer%20abc``); an option is taken as
-written. An empty variable counts as unset.
+Each comes from ``serve``'s options, else from the OpenTelemetry exporter variables as the
+specification defines them, per signal: ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` (``_METRICS_``,
+``_LOGS_``) beats ``OTEL_EXPORTER_OTLP_HEADERS``, and each replaces the other whole, as the SDK's
+exporters do; the options replace both. The same goes for ``..._COMPRESSION``, ``..._CERTIFICATE``
+(the CA), ``..._CLIENT_CERTIFICATE`` and ``..._CLIENT_KEY``; the TLS files are read for an
+``https://`` upstream only, as the SDK's exporters use them only for a secure connection. The
+header variables hold ``key=value`` pairs separated by commas, percent-decoded
+(``Authorization=Bearer%20abc``); an option is taken as written. An empty variable counts as unset.
 
 Header values are secrets (tokens, API keys): nothing here puts one in a message, a ``repr`` or a
 log line. A header that cannot be sent raises ``ValueError`` naming the header, never its value.
@@ -28,6 +30,12 @@ from .signals import Signal
 OTEL_EXPORTER_OTLP_HEADERS = "OTEL_EXPORTER_OTLP_HEADERS"
 #: Compression of the requests to the upstream, for every signal: ``gzip`` or ``none``.
 OTEL_EXPORTER_OTLP_COMPRESSION = "OTEL_EXPORTER_OTLP_COMPRESSION"
+#: PEM CA certificate(s) an ``https://`` upstream is verified with, for every signal (``--upstream-ca``).
+OTEL_EXPORTER_OTLP_CERTIFICATE = "OTEL_EXPORTER_OTLP_CERTIFICATE"
+#: PEM client certificate shown to an ``https://`` upstream, for every signal (``--upstream-client-cert``).
+OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE = "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"
+#: PEM private key (unencrypted) of that client certificate, for every signal (``--upstream-client-key``).
+OTEL_EXPORTER_OTLP_CLIENT_KEY = "OTEL_EXPORTER_OTLP_CLIENT_KEY"
 
 COMPRESSIONS = ("gzip", "none")
 
@@ -117,13 +125,52 @@ def resolve_compression(signal: Signal, given: str | None, environ: Mapping[str,
     return value.lower()
 
 
+def resolve_tls(signal: Signal, given: UpstreamTls, environ: Mapping[str, str], secure: bool) -> UpstreamTls:
+    """The CA and the client certificate of ``signal``'s requests: each as ``given`` (the options), else
+    from the signal's variable, else the generic one; for an ``https://`` upstream (``secure``) only.
+
+    Raises ``ValueError`` naming the variables when a client certificate comes without its key.
+    """
+    if not secure:
+        return given
+    ca_file, ca_from = given.ca_file, given.ca_from
+    if ca_file is None:
+        found = _variable(environ, signal, "CERTIFICATE")
+        if found is not None:
+            ca_from, ca_file = found
+    if given.client_cert_file is not None:
+        return UpstreamTls(ca_file, given.client_cert_file, given.client_key_file, ca_from, given.client_from)
+    cert = _variable(environ, signal, "CLIENT_CERTIFICATE")
+    key = _variable(environ, signal, "CLIENT_KEY")
+    if cert is not None and key is not None:
+        return UpstreamTls(ca_file, cert[1], key[1], ca_from, f"{cert[0]} and {key[0]}")
+    if cert is not None:
+        raise _unpaired(cert[0], signal, "CLIENT_KEY")
+    if key is not None:
+        raise _unpaired(key[0], signal, "CLIENT_CERTIFICATE")
+    return UpstreamTls(ca_file, None, None, ca_from, given.client_from)
+
+
+def _unpaired(present: str, signal: Signal, missing: str) -> ValueError:
+    return ValueError(
+        f"{present} needs {signal_variable(signal, missing)} or OTEL_EXPORTER_OTLP_{missing}: "
+        "a client certificate and its key go together"
+    )
+
+
 @dataclass(frozen=True)
 class UpstreamTls:
-    """A private CA to verify the upstream with, and a client certificate to show it, as PEM files."""
+    """A private CA to verify the upstream with, and a client certificate to show it, as PEM files.
+
+    ``ca_from`` and ``client_from`` name where the files were given (the options, or variables), for
+    the error that says one cannot be loaded.
+    """
 
     ca_file: str | None = None
     client_cert_file: str | None = None
     client_key_file: str | None = None
+    ca_from: str = "--upstream-ca"
+    client_from: str = "--upstream-client-cert and --upstream-client-key"
 
     def __post_init__(self) -> None:
         if (self.client_cert_file is None) != (self.client_key_file is None):
@@ -144,14 +191,14 @@ class UpstreamTls:
         try:
             context = ssl.create_default_context(cafile=self.ca_file)
         except (OSError, ssl.SSLError) as exc:
-            raise ValueError(f"cannot load --upstream-ca {self.ca_file}: {_reason(exc)}") from None
+            raise ValueError(f"cannot load {self.ca_from} {self.ca_file}: {_reason(exc)}") from None
         if self.client_cert_file is not None:
             try:
                 context.load_cert_chain(self.client_cert_file, self.client_key_file, password=_no_password)
             except (OSError, ssl.SSLError, ValueError) as exc:
                 raise ValueError(
-                    f"cannot load the client certificate {self.client_cert_file} and key {self.client_key_file}: "
-                    f"{_reason(exc)}"
+                    f"cannot load the client certificate {self.client_cert_file} and key {self.client_key_file} "
+                    f"({self.client_from}): {_reason(exc)}"
                 ) from None
         return context
 

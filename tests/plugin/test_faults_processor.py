@@ -10,12 +10,18 @@ is what the profiler counted and logged as not delivered (``agent_profiler.spans
 from __future__ import annotations
 
 import gc
+import json
 import logging
+import multiprocessing
+import multiprocessing.util
+import os
 import random
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -518,6 +524,9 @@ class FlakyExporter(CountingExporter):
         self.failure_rate = failure_rate
         self.max_delay_s = delay_s
         self.received = 0
+        if hasattr(os, "register_at_fork"):
+            # A lock another thread held at a fork stays held in the child: a fork-safe exporter renews it.
+            os.register_at_fork(after_in_child=_renew_lock_after_fork(weakref.ref(self)))
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         with self._lock:
@@ -528,6 +537,15 @@ class FlakyExporter(CountingExporter):
         if fail:
             return SpanExportResult.FAILURE
         return super().export(spans)
+
+
+def _renew_lock_after_fork(ref: weakref.ref[CountingExporter]) -> Callable[[], None]:
+    def renew() -> None:
+        exporter = ref()
+        if exporter is not None:
+            exporter._lock = threading.Lock()
+
+    return renew
 
 
 def _chaos_load(tracer: Tracer, rng: random.Random, until: float, sent: list[int]) -> None:
@@ -561,8 +579,51 @@ def _chaos_load(tracer: Tracer, rng: random.Random, until: float, sent: list[int
     sent.append(ended)
 
 
+def _forked_worker(
+    tracer: Tracer, profiler: AgentProfilerSpanProcessor, exporter: FlakyExporter, seed: int, report_path: str
+) -> None:
+    """A ``multiprocessing`` worker's run: random traces under the span the parent had open at the fork.
+
+    Its copy of the pipeline counts in this process only, so what it sent, delivered, failed and lost is
+    written to ``report_path`` by a finalizer that runs after the profiler's flush at the worker's exit
+    (priority 0 after 100), just before ``os._exit``: what the exporter had by then is what was delivered.
+    """
+    accounting = profiler.downstream[0].span_exporter  # type: ignore[attr-defined]
+    before = {"delivered": len(exporter.span_ids), "received": exporter.received}
+    before |= {"failed": accounting.failed, "lost": profiler.lost_spans}
+    sent: list[int] = []
+    _chaos_load(tracer, random.Random(seed), time.monotonic() + 0.3, sent)
+
+    def report() -> None:
+        with exporter._lock:
+            delivered = [f"{span_id:016x}" for span_id in exporter.span_ids[before["delivered"] :]]
+            received = exporter.received - before["received"]
+        counts = {"failed": accounting.failed - before["failed"], "lost": profiler.lost_spans - before["lost"]}
+        document = {"pid": os.getpid(), "sent": sum(sent), "delivered": delivered, "received": received, **counts}
+        with open(report_path, "w", encoding="utf-8") as file:
+            json.dump(document, file)
+
+    multiprocessing.util.Finalize(None, report, exitpriority=0)
+
+
+def _fork_a_worker(
+    tracer: Tracer, profiler: AgentProfilerSpanProcessor, exporter: FlakyExporter, seed: int, report_path: Path
+) -> tuple[int, dict[str, Any]]:
+    """Fork a worker while a span is open (as an agent hands a step to a process pool), wait for it; returns
+    the spans this process sent (the open span) and the worker's report."""
+    forked = multiprocessing.get_context("fork")
+    with tracer.start_as_current_span("hand a step to a worker"):
+        worker = forked.Process(target=_forked_worker, args=(tracer, profiler, exporter, seed, str(report_path)))
+        worker.start()
+    worker.join(timeout=60)
+    assert worker.exitcode == 0, worker.exitcode
+    return 1, json.loads(report_path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.parametrize("seed", range(8))
-def test_chaos_every_span_is_delivered_or_counted(seed: int) -> None:
+def test_chaos_every_span_is_delivered_or_counted(seed: int, tmp_path: Path) -> None:
     rng = random.Random(seed)
     failure_rate = rng.choice([0.0, 0.0, 0.3])
     generous = rng.random() < 0.5
@@ -587,6 +648,10 @@ def test_chaos_every_span_is_delivered_or_counted(seed: int) -> None:
     ]
     for thread in threads:
         thread.start()
+    # Meanwhile a worker process is forked with a span open, its traces under that span.
+    time.sleep(rng.uniform(0.0, 0.5))
+    opened, worker = _fork_a_worker(tracer, profiler, exporter, seed, tmp_path / "worker.json")
+    sent.append(opened)
     for thread in threads:
         thread.join()
     # Shut down with whatever is still held or queued: the load stopped a moment ago.
@@ -597,12 +662,21 @@ def test_chaos_every_span_is_delivered_or_counted(seed: int) -> None:
     failed = accounting.failed
     lost = profiler.lost_spans
     report(f"chaos seed {seed} {options}, failure rate {failure_rate}", total_sent, delivered, failed + lost)
+    worker_lost = worker["failed"] + worker["lost"]
+    report(f"  its forked worker (pid {worker['pid']})", worker["sent"], len(worker["delivered"]), worker_lost)
     assert len(exporter.span_ids) == delivered, "a span was exported twice"
     assert exporter.received == delivered + failed
     assert total_sent == delivered + failed + lost
+    # The worker: every span it ended was exported by it or counted there, none by both processes.
+    assert worker["sent"] > 0
+    assert len(set(worker["delivered"])) == len(worker["delivered"]), "the worker exported a span twice"
+    assert not {int(span_id, 16) for span_id in worker["delivered"]} & set(exporter.span_ids)
+    assert worker["received"] == len(worker["delivered"]) + worker["failed"]
+    assert worker["sent"] == len(worker["delivered"]) + worker_lost
     if failure_rate == 0:
-        assert failed == 0
+        assert failed == 0 and worker["failed"] == 0
     if generous and options["max_buffer_bytes"] == 256 * 1024 * 1024:
+        assert worker["lost"] == 0
         # Time enough at shutdown, and memory enough to hold what waits for the exporter:
         # nothing may be lost but what the exporter itself refused. (With a small byte limit,
         # spans the worker cannot hold while the queue is full are lost, counted, as the batch

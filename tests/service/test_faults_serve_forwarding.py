@@ -352,6 +352,127 @@ def test_a_redirect_is_not_followed_and_counts_as_not_delivered(
     _report("upstream redirects to a sign-in page", 100, 0, counts["failed"])
 
 
+class ScriptedGrpcUpstream:
+    """An OTLP/gRPC upstream (grpcio's server) whose handler is ``answer(request, context)``; it records the time
+    and span ids of every export that reached the handler, and what it took (answered OK)."""
+
+    def __init__(self, answer: Callable[[ExportTraceServiceRequest, Any], None], **options: Any) -> None:
+        self.answer = answer
+        self.calls: list[tuple[float, list[bytes]]] = []
+        self.delivered: set[bytes] = set()
+        self._lock = threading.Lock()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=list(options.items()))
+
+        def export(request: ExportTraceServiceRequest, context: Any) -> ExportTraceServiceResponse:
+            ids = _span_ids(request)
+            with self._lock:
+                self.calls.append((time.monotonic(), ids))
+            self.answer(request, context)  # aborts the call to refuse it
+            with self._lock:
+                self.delivered.update(ids)
+            return ExportTraceServiceResponse()
+
+        handler = grpc.unary_unary_rpc_method_handler(
+            export,
+            request_deserializer=ExportTraceServiceRequest.FromString,
+            response_serializer=ExportTraceServiceResponse.SerializeToString,
+        )
+        self.server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    "opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}
+                ),
+            )
+        )
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def count(self, ids: set[bytes]) -> int:
+        with self._lock:
+            return len(ids & self.delivered)
+
+
+def _exhausted(context: Any, retry_after_s: float | None) -> None:
+    """Abort the call with RESOURCE_EXHAUSTED, with a RetryInfo when ``retry_after_s`` is given (OTLP throttling)."""
+    from google.protobuf.duration_pb2 import Duration
+    from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
+
+    if retry_after_s is not None:
+        status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message="over the ingest rate")
+        status.details.add().Pack(error_details_pb2.RetryInfo(retry_delay=Duration(nanos=int(retry_after_s * 1e9))))
+        context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "over the ingest rate")
+    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "tenant quota exceeded for the month")
+
+
+def test_resource_exhausted_with_retry_info_is_throttling_and_retried_after_the_delay() -> None:
+    def throttle_the_first(request: ExportTraceServiceRequest, context: Any) -> None:
+        if len(upstream.calls) == 1:
+            _exhausted(context, retry_after_s=0.8)
+
+    upstream = ScriptedGrpcUpstream(throttle_the_first)
+    try:
+        with ProfilingService(_config(upstream.url, "grpc")) as service:  # its own backoff starts at 0.05 s
+            sender = Sender(service.http_port)
+            assert sender.send(_request(100, traces=4)) == 200
+            wait_until(lambda: _counts(service)["forwarded"] == 100, 10, "the retry to deliver")
+            counts = _counts(service)
+            assert counts["failed"] == 0
+            _assert_identity(counts)
+    finally:
+        upstream.server.stop(0)
+    assert upstream.count(sender.accepted) == 100
+    (first, _), (second, _) = upstream.calls[:2]
+    assert second - first >= 0.75, second - first  # the RetryInfo's delay, not the 0.05 s backoff
+    _report("RESOURCE_EXHAUSTED with RetryInfo (throttling)", 100, upstream.count(sender.accepted), 0)
+
+
+def test_resource_exhausted_without_retry_info_or_a_size_is_not_retried_and_counted_as_failed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    upstream = ScriptedGrpcUpstream(lambda request, context: _exhausted(context, retry_after_s=None))
+    try:
+        with caplog.at_level(logging.WARNING), ProfilingService(_config(upstream.url, "grpc")) as service:
+            sender = Sender(service.http_port)
+            assert sender.send(_request(100, traces=4)) == 200
+            wait_until(lambda: _counts(service)["failed"] == 100, 10, "the spans to be counted as failed")
+            time.sleep(0.3)  # time enough for retries at the 0.05 s backoff, were there any
+            counts = _counts(service)
+            assert counts["forwarded"] == 0
+            _assert_identity(counts)
+    finally:
+        upstream.server.stop(0)
+    assert len(upstream.calls) == 1  # sent once: before, it was retried for as long as serve ran
+    lines = [r.getMessage() for r in caplog.records if "RESOURCE_EXHAUSTED" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("100 spans not delivered"), lines
+    assert "without RetryInfo" in lines[0] and "tenant quota exceeded" in lines[0]
+    _report("RESOURCE_EXHAUSTED without RetryInfo (a quota)", 100, 0, counts["failed"])
+
+
+def test_resource_exhausted_for_the_message_size_from_grpcs_own_limit_is_split() -> None:
+    """grpcio's server with a 50 KB receive limit refuses larger requests itself ("Received message larger than
+    max"); serve cuts them until they fit."""
+    upstream = ScriptedGrpcUpstream(lambda request, context: None, **{"grpc.max_receive_message_length": 50_000})
+    try:
+        with ProfilingService(_config(upstream.url, "grpc")) as service:
+            sender = Sender(service.http_port)
+            assert sender.send(_llm_request(60, traces=2, payload_bytes=2000)) == 200  # about 130 KB
+            wait_until(lambda: _counts(service)["forwarded"] == 60, 15, "every span to be forwarded")
+            counts = _counts(service)
+            assert counts["failed"] == 0
+            _assert_identity(counts)
+            assert service.pipeline.forwarder is not None
+            assert service.pipeline.forwarder.max_request_bytes < 130_000 // 2 + 1
+    finally:
+        upstream.server.stop(0)
+    assert upstream.count(sender.accepted) == 60
+    _report("gRPC's own 50 KB limit (RESOURCE_EXHAUSTED, message size)", 60, upstream.count(sender.accepted), 0)
+
+
 def test_retry_after_is_honoured(scripted: ScriptedUpstream) -> None:
     answers = iter([(503, {"Retry-After": "2"}, b"")])
     scripted.answer = lambda request, body: next(answers, (200, {}, b""))

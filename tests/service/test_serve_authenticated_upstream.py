@@ -226,6 +226,88 @@ def test_headers_come_from_each_signals_variable_before_the_generic_one(
     assert {headers.get("content-encoding") for headers in upstream.headers_seen()} == {"gzip"}
 
 
+@pytest.fixture(scope="module")
+def other_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """Another CA and certificates: the upstream trusts none of them, and serve must not trust its certificate."""
+    return make_pki(tmp_path_factory.mktemp("other-pki"))
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_tls_files_come_from_each_signals_variable_before_the_generic_one(
+    protocol: str, upstream: AuthenticatedUpstream, pki: Pki, other_pki: Pki, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only variables, as an SDK-configured environment has them: the generic CA is another CA's, so only the
+    signals whose own variable names the right CA get through; the client certificate is the generic one."""
+    monkeypatch.setenv(
+        "OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20upstream-s3cret-9f8e7d,x-scope-orgid=tenant-42"
+    )
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(other_pki.ca))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", str(pki.ca))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE", str(pki.ca))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", str(pki.client_cert))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", str(pki.client_key))
+    config = ServeConfig(
+        http_port=0,
+        grpc_port=0,
+        upstream=upstream.grpc_url if protocol == "grpc" else upstream.http_url,
+        upstream_protocol=protocol,
+        metrics_interval_s=60,
+        shutdown_grace_s=1,
+        retry_initial_backoff_s=0.05,
+        pipeline=PipelineConfig(quiet_period_s=0.05),
+    )
+    service = ProfilingService(config).start()
+    try:
+        _send_everything(service.http_port)
+        wait_until(lambda: upstream.items(TRACES) == SPANS, 10, "the spans upstream")
+        wait_until(lambda: upstream.items(METRICS) == 1, 10, "the metrics passed through")
+        logs = service.relays[LOGS.name].forwarder
+        wait_until(lambda: logs is not None and logs.failing, 10, "the logs' TLS handshake to fail")
+    finally:
+        service.stop()
+    health = service.health()
+    assert health["counts"]["forwarded"] == SPANS and health["counts"]["failed"] == 0
+    # The logs met the upstream's certificate with the other CA: never taken, counted as not delivered.
+    assert upstream.items(LOGS) == 0 and health["signals"]["logs"]["failed"] == 1
+    assert "agent_profiler.trace.duration" in _profile_metric_names(upstream)  # the SDK's exporter, same files
+    assert upstream.refused == 0  # every request that got through the handshake carried the right token
+    if protocol == "http":
+        assert {headers.get("content-encoding") for headers in upstream.headers_seen()} == {"gzip"}
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_the_tls_options_beat_the_variables(
+    protocol: str, upstream: AuthenticatedUpstream, pki: Pki, other_pki: Pki, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for signal_part in ("", "TRACES_", "METRICS_", "LOGS_"):  # every variable names the other CA's files
+        monkeypatch.setenv(f"OTEL_EXPORTER_OTLP_{signal_part}CERTIFICATE", str(other_pki.ca))
+        monkeypatch.setenv(f"OTEL_EXPORTER_OTLP_{signal_part}CLIENT_CERTIFICATE", str(other_pki.client_cert))
+        monkeypatch.setenv(f"OTEL_EXPORTER_OTLP_{signal_part}CLIENT_KEY", str(other_pki.client_key))
+    config = ServeConfig(
+        http_port=0,
+        grpc_port=0,
+        upstream=upstream.grpc_url if protocol == "grpc" else upstream.http_url,
+        upstream_protocol=protocol,
+        upstream_headers=(("authorization", TOKEN), ("x-scope-orgid", TENANT)),
+        upstream_ca=str(pki.ca),
+        upstream_client_cert=str(pki.client_cert),
+        upstream_client_key=str(pki.client_key),
+        metrics_interval_s=60,
+        pipeline=PipelineConfig(quiet_period_s=0.05),
+    )
+    service = ProfilingService(config).start()
+    try:
+        _send_everything(service.http_port)
+        wait_until(lambda: upstream.items(TRACES) == SPANS, 10, "the spans upstream")
+    finally:
+        service.stop()
+    health = service.health()
+    assert health["counts"]["forwarded"] == SPANS and health["counts"]["failed"] == 0
+    assert health["signals"]["metrics"]["forwarded"] == 1 and health["signals"]["logs"]["forwarded"] == 1
+    assert "agent_profiler.trace.duration" in _profile_metric_names(upstream)
+
+
 def test_the_cli_sends_the_headers_and_shows_their_values_nowhere(
     upstream: AuthenticatedUpstream,
     pki: Pki,

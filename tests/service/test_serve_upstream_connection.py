@@ -20,6 +20,7 @@ from otel_agent_profiler.service.upstream_connection import (
     parse_headers_variable,
     resolve_compression,
     resolve_headers,
+    resolve_tls,
 )
 from tests.support.authenticated_upstream import Pki, make_pki
 
@@ -164,6 +165,85 @@ def test_tls_files_are_checked(pki: Pki, tmp_path: Path) -> None:
         make_exporter("https://127.0.0.1:4317", protocol, connection=UpstreamConnection(tls=tls)).close()
 
 
+OPTIONS = UpstreamTls("option-ca.pem", "option-cert.pem", "option-key.pem")
+CA, CERT, KEY = (
+    "OTEL_EXPORTER_OTLP_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+)
+TRACES_CA, TRACES_CERT, TRACES_KEY = (name.replace("OTLP_", "OTLP_TRACES_") for name in (CA, CERT, KEY))
+
+
+@pytest.mark.parametrize(
+    ("given", "environ", "secure", "traces", "logs"),
+    [
+        (UpstreamTls(), {}, True, (None, None, None), (None, None, None)),
+        (
+            UpstreamTls(),
+            {CA: "ca.pem", CERT: "cert.pem", KEY: "key.pem"},
+            True,
+            ("ca.pem", "cert.pem", "key.pem"),
+            ("ca.pem", "cert.pem", "key.pem"),
+        ),
+        (  # each setting: the signal's variable before the generic one
+            UpstreamTls(),
+            {CA: "ca.pem", TRACES_CA: "traces-ca.pem", CERT: "cert.pem", KEY: "key.pem", TRACES_KEY: "traces-key.pem"},
+            True,
+            ("traces-ca.pem", "cert.pem", "traces-key.pem"),
+            ("ca.pem", "cert.pem", "key.pem"),
+        ),
+        (UpstreamTls(), {CA: " ", TRACES_CA: ""}, True, (None, None, None), (None, None, None)),  # empty: unset
+        (  # the options before every variable
+            OPTIONS,
+            {CA: "ca.pem", TRACES_CA: "traces-ca.pem", TRACES_CERT: "c.pem", TRACES_KEY: "k.pem"},
+            True,
+            ("option-ca.pem", "option-cert.pem", "option-key.pem"),
+            ("option-ca.pem", "option-cert.pem", "option-key.pem"),
+        ),
+        (  # a CA option, the client certificate from the variables
+            UpstreamTls("option-ca.pem"),
+            {CA: "ca.pem", CERT: "cert.pem", KEY: "key.pem"},
+            True,
+            ("option-ca.pem", "cert.pem", "key.pem"),
+            ("option-ca.pem", "cert.pem", "key.pem"),
+        ),
+        (  # an http:// upstream: the variables are for secure connections only, as in the SDK
+            UpstreamTls(),
+            {CA: "ca.pem", CERT: "cert.pem", KEY: "key.pem"},
+            False,
+            (None, None, None),
+            (None, None, None),
+        ),
+    ],
+)
+def test_tls_files_precedence_option_then_signal_variable_then_generic(
+    given: UpstreamTls,
+    environ: dict[str, str],
+    secure: bool,
+    traces: tuple[str | None, ...],
+    logs: tuple[str | None, ...],
+) -> None:
+    for signal, expected in ((TRACES, traces), (LOGS, logs)):
+        tls = resolve_tls(signal, given, environ, secure)
+        assert (tls.ca_file, tls.client_cert_file, tls.client_key_file) == expected, signal.name
+
+
+def test_a_client_certificate_variable_without_its_key_is_an_error_naming_both() -> None:
+    with pytest.raises(ValueError, match=f"^{TRACES_CERT} needs {TRACES_KEY} or {KEY}: "):
+        resolve_tls(TRACES, UpstreamTls(), {TRACES_CERT: "cert.pem"}, secure=True)
+    with pytest.raises(ValueError, match=f"^{KEY} needs OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE or {CERT}: "):
+        resolve_tls(LOGS, UpstreamTls(), {KEY: "key.pem"}, secure=True)
+
+
+def test_a_tls_file_from_a_variable_that_cannot_be_loaded_names_the_variable(pki: Pki, tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.pem")
+    with pytest.raises(ValueError, match=f"cannot load {TRACES_CA} {missing}"):
+        resolve_tls(TRACES, UpstreamTls(), {TRACES_CA: missing, CA: str(pki.ca)}, secure=True).ssl_context()
+    mismatched = {CERT: str(pki.client_cert), KEY: str(pki.server_key)}
+    with pytest.raises(ValueError, match=f"cannot load the client certificate .* \\({CERT} and {KEY}\\)"):
+        resolve_tls(TRACES, UpstreamTls(), mismatched, secure=True).ssl_context()
+
+
 def test_the_header_values_are_in_no_repr() -> None:
     config = ServeConfig(
         upstream="http://127.0.0.1:1", upstream_headers=(("authorization", SECRET),), shutdown_grace_s=0.1
@@ -193,6 +273,10 @@ def test_help_names_the_options_and_variables(capsys: pytest.CaptureFixture[str]
         "$OTEL_EXPORTER_OTLP_HEADERS",
         "$OTEL_EXPORTER_OTLP_<SIGNAL>_HEADERS",
         "$OTEL_EXPORTER_OTLP_COMPRESSION",
+        "$OTEL_EXPORTER_OTLP_<SIGNAL>_CERTIFICATE, else $OTEL_EXPORTER_OTLP_CERTIFICATE",
+        "$OTEL_EXPORTER_OTLP_<SIGNAL>_CLIENT_CERTIFICATE, else $OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+        "$OTEL_EXPORTER_OTLP_<SIGNAL>_CLIENT_KEY, else $OTEL_EXPORTER_OTLP_CLIENT_KEY",
+        "Each of these options, given, beats its variables",
     ):
         assert fact in text, fact
 
@@ -233,3 +317,17 @@ def test_bad_setups_are_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot serve: OTEL_EXPORTER_OTLP_HEADERS: expected key=value pairs" in err
     assert SECRET not in err
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_HEADERS")
+    for environ, message in (
+        ({CERT: str(pki.client_cert)}, f"cannot serve: {CERT} needs OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY or {KEY}"),
+        ({CA: str(tmp_path / "missing.pem")}, f"cannot serve: cannot load {CA} {tmp_path / 'missing.pem'}"),
+    ):
+        with monkeypatch.context() as patched:
+            for name, value in environ.items():
+                patched.setenv(name, value)
+            assert cli.main(["serve", *ports, *https]) == cli.EXIT_BAD_INPUT, environ
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and message in err, (environ, err)
+            # For an http:// upstream the variables are not read: serve starts (and is stopped here at once).
+            config = ServeConfig(upstream="http://127.0.0.1:1", shutdown_grace_s=0.1)
+            ProfilingService(config).stop()
