@@ -112,3 +112,14 @@ def test_serve_soak_benchmark_prints_the_rss_ratio_and_what_was_delivered() -> N
     sent, delivered, lost = (int(group.replace(",", "")) for group in match.groups())
     assert sent >= 3000 and delivered == sent and lost == 0, out
     assert "serve exited 0" in out, out
+
+
+@pytest.mark.e2e
+def test_scale_out_benchmark_prints_both_tiers_and_their_ratio() -> None:
+    from tests.support.go_backends import require_go_backends
+
+    require_go_backends()  # built by scripts/test; without them the benchmark only says it skipped
+    out = bench("bench_scale_out.py", "--quick")
+    assert re.search(r"^one replica: +min +\d+ +median +\d+ spans/s$", out, re.M), out
+    assert re.search(r"^3 replicas: +min +\d+ +median +\d+ spans/s$", out, re.M), out
+    assert re.search(r"^ratio of the medians \d+\.\d\d \(per round: min \d+\.\d\d, median \d+\.\d\d\)$", out, re.M), out

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -261,6 +262,25 @@ class Otelcol:
     def stop(self, timeout: float = 15.0) -> int | None:
         return self.process.stop(timeout)
 
+    def reload(self, config: str, timeout: float = 30.0) -> None:
+        """Write ``config`` over the running configuration and have the collector reload it (SIGHUP), as an
+        operator does after editing it: the pipelines are shut down (receivers first, so nothing new is
+        taken, then the exporters, which drain their queues) and started again from the new file."""
+        ready_line = "Everything is ready"
+        before = self.process.log_text().count(ready_line)
+        self.config_path.write_text(config)
+        pid = self.process.pid
+        assert pid is not None, "the collector was not started"
+        os.kill(pid, signal.SIGHUP)
+        wait_until(
+            lambda: self.process.log_text().count(ready_line) > before,
+            timeout,
+            "the collector to reload its configuration",
+            interval=0.1,
+            alive=self.process.check_alive,
+            details=self.process.log_tail,
+        )
+
 
 def jaeger_collector_config(jaeger: Jaeger, *, health_port: int, grpc_port: int, http_port: int, prom_port: int) -> str:
     """``collector-config/otelcol-jaeger.yaml`` as shipped, with only its endpoints replaced (127.0.0.1, free ports)."""
@@ -277,7 +297,39 @@ def jaeger_collector_config(jaeger: Jaeger, *, health_port: int, grpc_port: int,
     )
 
 
+#: The resolver of the shipped tier-1 file: a DNS name answering with one address per replica, all on one
+#: port. On one host the replicas need a port each, which DNS cannot say, so the tests use the static list
+#: the file's own comment gives as the alternative (same exporter, same hash ring over the list).
+TIER1_DNS_RESOLVER = """\
+      dns:
+        hostname: agent-profiler
+        port: 4317
+        interval: 5s
+"""
+
+
+def tier1_collector_config(
+    replicas: Sequence[str], *, upstream: str, health_port: int, grpc_port: int, http_port: int
+) -> str:
+    """``collector-config/otelcol-tier1-loadbalancing.yaml`` as shipped, routing to ``replicas`` (host:port of
+    each ``serve``'s OTLP/gRPC receiver) through a static resolver, endpoints on 127.0.0.1 free ports, and
+    the applications' metrics to ``upstream`` (host:port)."""
+    shipped = (ROOT / "collector-config" / "otelcol-tier1-loadbalancing.yaml").read_text()
+    static = f"      static: {{hostnames: [{', '.join(replicas)}]}}\n"
+    return substitute_endpoints(
+        shipped,
+        {
+            TIER1_DNS_RESOLVER: static,
+            "0.0.0.0:13133": f"{HOST}:{health_port}",
+            "0.0.0.0:4317": f"{HOST}:{grpc_port}",
+            "0.0.0.0:4318": f"{HOST}:{http_port}",
+            "otelcol:4317": upstream,
+        },
+    )
+
+
 __all__ = [
+    "TIER1_DNS_RESOLVER",
     "Jaeger",
     "Otelcol",
     "jaeger_binary",
@@ -285,4 +337,5 @@ __all__ = [
     "otelcol_binary",
     "require_go_backends",
     "substitute_endpoints",
+    "tier1_collector_config",
 ]

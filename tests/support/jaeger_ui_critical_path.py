@@ -1,7 +1,10 @@
 """The critical path the Jaeger UI draws, computed from a trace in Jaeger JSON, to hold ours against it.
 
-Written from the algorithm Jaeger UI documents (packages/jaeger-ui/src/components/TracePage/CriticalPath/),
-not from our code, so that a test comparing the two compares two independent computations:
+Written from the algorithm Jaeger UI documents and implements (github.com/jaegertracing/jaeger-ui,
+packages/jaeger-ui/src/components/TracePage/CriticalPath/: ``index.ts`` at commit 17f082d1d63a,
+``utils/findLastFinishingChildSpan.ts`` at 0af7073d6855, ``utils/sanitizeOverFlowingChildren.ts`` at
+20ab1e45c809, ``utils/cpspan.ts`` at 0629884bd149), not from our code, so that a test comparing the two
+compares two independent computations:
 
 * per root (a span whose first reference is to no span of the trace): children lying entirely outside their
   parent are dropped with their subtree; children overflowing it are clipped to it; a span whose first
@@ -12,6 +15,10 @@ not from our code, so that a test comparing the two compares two independent com
   span's start is the span's.
 
 Times are Jaeger's microseconds. The result maps span id to the microseconds of its sections.
+
+``back_to_back_on_path=True`` is not Jaeger UI's: it lets the child that ends exactly at the cursor take
+the path (``<=`` instead of ``<``), which is the one rule ours adds, so that a test can show that this
+rule is where the two part.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ def _first_reference(span: Mapping[str, Any]) -> tuple[str, str] | None:
     return (str(refs[0]["refType"]), str(refs[0]["spanID"])) if refs else None
 
 
-def jaeger_ui_critical_path_us(trace: Mapping[str, Any]) -> dict[str, int]:
+def jaeger_ui_critical_path_us(trace: Mapping[str, Any], *, back_to_back_on_path: bool = False) -> dict[str, int]:
     """Microseconds on the critical path per span id, as Jaeger UI computes them for ``trace`` (Jaeger JSON)."""
     spans = {str(s["spanID"]): s for s in trace["spans"]}
     start = {sid: int(s["startTime"]) for sid, s in spans.items()}
@@ -56,6 +63,7 @@ def jaeger_ui_critical_path_us(trace: Mapping[str, Any]) -> dict[str, int]:
             stack.append(child)
 
     on_path: dict[str, int] = defaultdict(int)
+    taken: set[str] = set()
     for root in roots:
         # (span, cursor, returning) frames: the walk of Jaeger UI's recursion, made iterative. Entering a
         # span, every child may take the path (Jaeger UI passes no cursor then); returning to it from a
@@ -63,9 +71,16 @@ def jaeger_ui_critical_path_us(trace: Mapping[str, Any]) -> dict[str, int]:
         frames = [(root, end[root], False)]
         while frames:
             sid, cursor, returning = frames.pop()
-            eligible = [c for c in children[sid] if c in kept and (end[c] < cursor or not returning)]
+            eligible = [
+                c
+                for c in children[sid]
+                if c in kept
+                and c not in taken
+                and (not returning or end[c] < cursor or (back_to_back_on_path and end[c] == cursor))
+            ]
             if eligible:
                 last = max(eligible, key=lambda c: end[c])  # the first of equal ends, as Jaeger UI's strict `>`
+                taken.add(last)  # only the variant could take it again (a zero-length child ending at the cursor)
                 on_path[sid] += cursor - end[last]
                 frames.append((sid, start[last], True))  # back to the parent from the child's start, after it
                 frames.append((last, end[last], False))
