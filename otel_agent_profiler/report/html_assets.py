@@ -113,9 +113,18 @@ JS = r"""
   function byId(id) { return document.getElementById(id); }
   function color(cat) { return COLORS[cat] || "#9aa5b1"; }
 
-  // As core.units.format_duration writes durations: three significant digits, SI units, "1.71 s".
+  // As core.units.format_duration writes durations: three significant digits, SI units, "1.71 s";
+  // from 100 s on in minutes and hours, "2 min 16 s", "12.3 min", "1 h 5 min", "33.4 h".
+  function fmtLong(s) {
+    var whole = Math.round(s), minutes = Math.round(s / 60);
+    if (whole < 600) { return Math.floor(whole / 60) + " min " + whole % 60 + " s"; }
+    if (Number((s / 60).toFixed(1)) < 60) { return (s / 60).toFixed(1) + " min"; }
+    if (minutes < 600) { return Math.floor(minutes / 60) + " h " + minutes % 60 + " min"; }
+    return (s / 3600).toFixed(Number((s / 3600).toFixed(1)) < 100 ? 1 : 0) + " h";
+  }
   function fmt(ms) {
     if (ms === null || ms === undefined || isNaN(ms)) { return "-"; }
+    if (Math.abs(ms) >= 99950) { return (ms < 0 ? "-" : "") + fmtLong(Math.abs(ms) / 1000); }
     var units = [[1e9, "s"], [1e6, "ms"], [1e3, "\u00b5s"], [1, "ns"]], ns = ms * 1e6;
     for (var i = 0; i < units.length; i++) {
       if (Math.abs(ns) >= units[i][0] || i === units.length - 1) {
