@@ -87,7 +87,7 @@ def test_a_regression_found_with_few_runs_still_fails_as_a_regression(
     candidate = _write_slowed_runs(tmp_path / "cand.json", 3, seed=5, factor=1.85)
     assert main(["diff", str(baseline), str(candidate), "--no-progress"]) == EXIT_REGRESSION
     out = capsys.readouterr().out
-    assert "llm [span] duration_ms" in out and "too few runs to decide" in out
+    assert "all llm calls, duration per call: " in out and "too few runs to decide" in out
 
 
 def test_standard_input_is_one_side(
