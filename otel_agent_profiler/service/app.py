@@ -391,19 +391,18 @@ def stop_report(config: ServeConfig, counts: Mapping[str, int]) -> tuple[int, st
         line += f"; {plural(counts['rejected_requests'], 'request')} pushed back while full, for the senders to retry"
     if not config.upstream:
         return logging.INFO, line + "; no upstream, so nothing was forwarded."
-    line += f"; forwarded {counts['forwarded']:,}"
     failed, rejected = counts["failed"], counts.get("rejected", 0)
-    if not failed and not rejected:
-        return logging.INFO, line + ", every span it accepted."
-    undelivered = []
+    # Always the forwarded and the undelivered, in this order: the line is read by people and by scripts.
+    line += f"; forwarded {counts['forwarded']:,}, {failed:,} not delivered"
     if failed:
-        undelivered.append(
-            f"{counts['failed']:,} not delivered (rejected by the upstream, or still held when the "
-            f"{config.shutdown_grace_s:g} s shutdown grace ended)"
+        line += (
+            f" (rejected by the upstream, or still held when the {config.shutdown_grace_s:g} s shutdown grace ended)"
         )
     if rejected:
-        undelivered.append(f"{rejected:,} rejected in the upstream's answers (partial success)")
-    return logging.WARNING, f"{line}; {_listed(undelivered)}; exit code 1."
+        line += f", {rejected:,} rejected in the upstream's answers (partial success)"
+    if not failed and not rejected:
+        return logging.INFO, line + "."
+    return logging.WARNING, line + "; exit code 1."
 
 
 def relay_stop_report(signal: Signal, counts: Mapping[str, int]) -> tuple[int, str]:

@@ -36,7 +36,7 @@ UPSTREAM = ServeConfig(upstream="http://collector:4317", shutdown_grace_s=30)
             UPSTREAM,
             {},
             logging.INFO,
-            "received 1,200 spans and profiled 1,200 of them in 30 traces; forwarded 1,200, every span it accepted.",
+            "received 1,200 spans and profiled 1,200 of them in 30 traces; forwarded 1,200, 0 not delivered.",
         ),
         (
             ServeConfig(),
@@ -48,8 +48,8 @@ UPSTREAM = ServeConfig(upstream="http://collector:4317", shutdown_grace_s=30)
             UPSTREAM,
             {"forwarded": 1150, "failed": 40, "rejected": 10},
             logging.WARNING,
-            "received 1,200 spans and profiled 1,200 of them in 30 traces; forwarded 1,150; 40 not delivered "
-            "(rejected by the upstream, or still held when the 30 s shutdown grace ended) and 10 rejected in the "
+            "received 1,200 spans and profiled 1,200 of them in 30 traces; forwarded 1,150, 40 not delivered "
+            "(rejected by the upstream, or still held when the 30 s shutdown grace ended), 10 rejected in the "
             "upstream's answers (partial success); exit code 1.",
         ),
         (
@@ -58,7 +58,7 @@ UPSTREAM = ServeConfig(upstream="http://collector:4317", shutdown_grace_s=30)
             logging.INFO,
             "received 1,200 spans and profiled 1,190 of them in 1 trace (7 arrived after their trace was profiled "
             "and 3 had no usable trace id: passed on unprofiled); 2 requests pushed back while full, for the "
-            "senders to retry; forwarded 1,200, every span it accepted.",
+            "senders to retry; forwarded 1,200, 0 not delivered.",
         ),
     ],
 )
@@ -71,6 +71,19 @@ def test_the_stop_line_is_a_sentence_with_the_counts(
 def test_the_stop_line_shows_no_dict() -> None:
     _, line = stop_report(UPSTREAM, {**CLEAN, "failed": 1, "held_bytes": 512})
     assert "{" not in line and "'" not in line.replace("upstream's", "")
+
+
+def test_scripts_find_the_counts_where_they_always_are() -> None:
+    # The fault tests read (received, forwarded, not delivered, rejected) from the line.
+    from tests.service.test_faults_serve_time_bounds import STOP_LINE, stop_counts
+
+    for changes, counts in (
+        ({}, (1200, 1200, 0, None)),
+        ({"forwarded": 1150, "failed": 40, "rejected": 10}, (1200, 1150, 40, 10)),
+        ({"forwarded": 0, "rejected": 1200}, (1200, 0, 0, 1200)),
+    ):
+        match = STOP_LINE.search(stop_report(UPSTREAM, {**CLEAN, **changes})[1])
+        assert match is not None and stop_counts(match) == counts
 
 
 @pytest.mark.parametrize(
