@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import enum
 import math
+import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -206,26 +207,36 @@ class Comparison:
     def summary(self) -> str:
         """One line per regression (or a line saying there is none), for a terminal or a CI log."""
         rows = self.regressions
+        worse = f"worse by more than {self.threshold:.0%}"
         if rows.empty:
             if self.too_few_runs:
                 return self._too_few_runs_line()
-            return f"no regression (threshold {self.threshold:.0%}, alpha {self.alpha})"
+            return f"no regression: nothing got {worse} with p < {self.alpha}"
         found = plural(len(rows), "regression")
-        lines = [f"{found} (threshold {self.threshold:.0%} on the {self.center}, alpha {self.alpha}):"]
+        lines = [f"{found}, {worse} on the {self.center} with p < {self.alpha}:"]
         for row in rows.itertuples(index=False):
-            what = (
-                "run"
-                if row.level == "run"
-                else f"{row.category}" + (f" {row.operation}" if row.level == "operation" else "")
-            )
+            if row.level == "run":
+                what = "the whole run"
+            elif row.level == "operation":
+                what = f"{row.operation} ({row.category})"
+            else:
+                what = f"all {row.category} calls"
             before = row.baseline_mean if self.center == "mean" else row.baseline_median
             after = row.candidate_mean if self.center == "mean" else row.candidate_median
             change = row.mean_change if self.center == "mean" else row.median_change
             lines.append(
-                f"  {what} [{row.sample}] {row.metric}: {_value(row.metric, before)} -> "
-                f"{_value(row.metric, after)} ({change:+.1%}), "
-                f"p={row.p_adjusted:.3g}, Cliff's delta {row.cliffs_delta:+.2f}"
+                f"  {what}, {_METRIC_WORDS.get(row.metric, row.metric)} {_PER_SAMPLE.get(row.sample, row.sample)}: "
+                f"{_value(row.metric, before)} -> {_value(row.metric, after)} ({change:+.1%}), "
+                f"p = {row.p_adjusted:.3g}, Cliff's delta {row.cliffs_delta:+.2f}"
             )
+        lines += textwrap.wrap(
+            "(p: how likely a difference this large is between runs that differ only by chance, by a "
+            "Mann-Whitney U test; Cliff's delta: how much more often the candidate's value is the larger, "
+            "from -1 to +1)",
+            80,
+            initial_indent="  ",
+            subsequent_indent="   ",
+        )
         if self.too_few_runs:
             lines.append(self._too_few_runs_line())
         return "\n".join(lines)
@@ -236,6 +247,21 @@ class Comparison:
             f"{self.untested_rows} of the {len(self.table)} compared rows (every run total among them) were not "
             "tested; compare more runs"
         )
+
+
+#: The metrics of the table as the summary names them.
+_METRIC_WORDS = {
+    "duration_ms": "duration",
+    "self_time_ms": "self time",
+    "critical_path_ms": "critical-path time",
+    "total_tokens": "tokens",
+    "llm_calls": "LLM calls",
+    "tool_calls": "tool calls",
+    "cost_usd": "cost",
+    "calls": "calls",
+}
+#: What one value of a row's sample is (see the module docs).
+_PER_SAMPLE = {"span": "per call", "trace": "per run"}
 
 
 def _value(metric: str, value: float) -> str:

@@ -82,6 +82,16 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
         help="text format: after the cross-trace summary, show every trace in detail, in input order",
     )
     analyze.add_argument("--ascii", action="store_true", help="text format: draw with ASCII characters only")
+    analyze.add_argument(
+        "--trace",
+        action="append",
+        metavar="TRACE_ID",
+        type=arguments.trace_id,
+        help=(
+            "report only this trace of the files (hex trace id; repeat for several); default: every trace. "
+            "A trace store reads traces by id with --trace-id instead"
+        ),
+    )
     arguments.add_prices_option(analyze)
     arguments.add_context_windows_option(analyze)
     arguments.add_progress_option(analyze)
@@ -173,6 +183,7 @@ def analyze_options(args: argparse.Namespace, context_windows: Mapping[str, int]
         prefix_cache=args.prefix_cache,
         on_disk=args.on_disk,
         workers=args.workers,
+        trace_ids=tuple(dict.fromkeys(args.trace or ())),
     )
 
 

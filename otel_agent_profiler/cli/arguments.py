@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -359,6 +360,14 @@ def add_progress_option(parser: argparse.ArgumentParser, *, while_: str = "") ->
 def single_file_name(paths: Sequence[str]) -> str | None:
     """The file name when one file (not standard input) was read: what outputs are named after."""
     return os.path.basename(paths[0]) if len(paths) == 1 and paths[0] != "-" else None
+
+
+def trace_id(text: str) -> str:
+    """A trace id as the readers store it: 32 lowercase hex digits (a 64-bit Jaeger id padded with zeros)."""
+    trace_id = text.strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{1,32}", trace_id):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a hex trace id")
+    return trace_id.rjust(32, "0")
 
 
 def no_such_trace(wanted: str, traces_read: int) -> str:

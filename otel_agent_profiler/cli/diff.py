@@ -37,14 +37,20 @@ MIN_RUNS = 5
 
 
 HELP = "compare two sets of runs and flag regressions (exit code for CI)"
+#: Every exit code ``run`` returns, in the words and the order of precedence of ``analyze --help``'s.
+EXIT_CODES_HELP = (
+    f"Exit codes: {EXIT_OK} no regression, {EXIT_FAILURE} the output could not be written, {EXIT_BAD_INPUT} "
+    "some input could not be read or the command line was wrong (the readable files are still compared), "
+    f"{EXIT_REGRESSION} a regression (checked before unreadable input: a regression in the files that could "
+    f"be read exits {EXIT_REGRESSION}), {EXIT_TOO_FEW_RUNS} too few runs to decide: no regression was found "
+    f"but a side has fewer than {MIN_RUNS} runs, so a run's duration, cost and calls were not tested (checked "
+    f"last: a run with unreadable input exits {EXIT_BAD_INPUT}; --allow-few-runs exits {EXIT_OK} then)."
+)
 DESCRIPTION = (
     "Compare the candidate runs to the baseline runs: per category and operation, the mean (or "
     "median) of duration, self time, critical-path time and tokens, with a Mann-Whitney U test. A "
     "metric regressed when it got worse by more than --threshold and the test says p < --alpha. "
-    f"Exit codes: 0 no regression, {EXIT_REGRESSION} a regression, {EXIT_BAD_INPUT} unreadable input "
-    f"(the readable files are still compared), {EXIT_TOO_FEW_RUNS} too few runs to decide: no regression "
-    f"was found but a side has fewer than {MIN_RUNS} runs, so a run's duration, cost and calls were not "
-    "tested (--allow-few-runs exits 0 then). BASELINE and CANDIDATE are each one trace file or a folder "
+    f"{EXIT_CODES_HELP} BASELINE and CANDIDATE are each one trace file or a folder "
     "of them (*.json, *.jsonl, *.ndjson, read recursively), or - for standard input (one side only): put "
     "the runs of one side in one folder. Either "
     f"side can be a trace store's search instead: {sources.SIDE_SYNTAX} (STORE is jaeger, tempo or phoenix). With "

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..core.findings import Finding, WhatIfProjection, find_all, what_ifs_together
+from ..core.units import plural
 from ..errors import CannotAnalyse
 from ..report.cross_trace import MANY_TRACES
 from ..report.progress import Progress
@@ -64,6 +65,9 @@ def analyze_inputs(
     would only traverse them again and again; what dies on the way dies young.
     """
     refused = refused_on_disk(inputs, options)
+    if options.trace_ids:
+        yield _chosen_traces(inputs, options, progress, on_error_line)
+        return
     if inputs.store is not None and options.on_disk:
         raise CannotAnalyse("--on-disk reads trace files; traces fetched from a store are profiled in memory")
     with cyclic_gc_paused():
@@ -86,6 +90,33 @@ def analyze_inputs(
                 trace_files, error_lines, prices=inputs.prices, progress=progress, on_error_line=on_error_line
             )
         yield _in_memory(loaded, options, progress)
+
+
+def _chosen_traces(
+    inputs: OfflineInputs, options: AnalyzeOptions, progress: Progress, on_error_line: Callable[[str], None]
+) -> InMemoryAnalysis:
+    """The traces ``--trace`` names, read from the files and profiled in memory (the others are not
+    profiled at all); raises :class:`CannotAnalyse` for a trace none of the files holds."""
+    if inputs.store is not None:
+        raise CannotAnalyse("--trace picks traces from trace files; a trace store reads them by id with --trace-id")
+    if options.on_disk:
+        raise CannotAnalyse("--trace profiles the traces it names in memory: leave out --on-disk")
+    if inputs.prometheus is not None:
+        raise CannotAnalyse("--trace cannot be combined with --prometheus: leave out one of them")
+    trace_files, error_lines = read_trace_files(inputs.files, progress=progress, on_error_line=on_error_line)
+    read = {record.trace_id for trace_file in trace_files for record in trace_file.records}
+    for trace_id in options.trace_ids:
+        if trace_id not in read:
+            raise CannotAnalyse(f"no trace {trace_id} in the input ({plural(len(read), 'trace')} read)")
+    wanted = set(options.trace_ids)
+    chosen = [
+        replace(trace_file, records=[record for record in trace_file.records if record.trace_id in wanted])
+        for trace_file in trace_files
+    ]
+    loaded = profile_read_files(
+        chosen, error_lines, prices=inputs.prices, progress=progress, on_error_line=on_error_line
+    )
+    return _in_memory(loaded, options, progress)
 
 
 def _in_memory(loaded: LoadedProfiles, options: AnalyzeOptions, progress: Progress) -> InMemoryAnalysis:

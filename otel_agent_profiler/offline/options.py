@@ -33,3 +33,5 @@ class AnalyzeOptions:
     #: Text report of many traces: show every trace in detail (``--all``), in input order.
     every_trace: bool = False
     ascii_only: bool = False
+    #: The traces of the files to report (``--trace``), as 32 lowercase hex digits; empty: every trace.
+    trace_ids: tuple[str, ...] = ()

@@ -19,7 +19,20 @@ from ..core.percentiles import percentile
 from ..core.profile import CategoryStats, OperationStats, TraceProfile
 from ..core.split_traces import Counted, SplitLLMCall, TraceCalls, calls_of, cross_trace_totals, find_split_llm_calls
 from ..core.units import format_duration, plural
-from .text import ASCII, UNICODE, WIDTH, Glyphs, _cut, _paragraph, _share, _usage_facts, render_trace, render_traces
+from .text import (
+    ASCII,
+    UNICODE,
+    WIDTH,
+    Glyphs,
+    _cut,
+    _paragraph,
+    _share,
+    _usage_facts,
+    render_trace,
+    render_traces,
+    time_cell,
+    with_none_legend,
+)
 
 #: With more traces than this, the report opens with the cross-trace summary.
 MANY_TRACES = 3
@@ -28,6 +41,8 @@ DEFAULT_TOP = 3
 #: The default report of many traces is fitted to this many lines (``--max-spans`` not given).
 REPORT_MAX_LINES = 400
 _TOP_OPERATIONS = 10
+#: The legend of the tables' median and p90 columns, of a category or an operation.
+_PERCENTILES = "median and p90: the critical-path time that half, and 90%, of the traces with the {what} hold at most"
 _TOP_FINDINGS = 10
 _WITH_SAVING = 6
 FINDINGS_PER_TRACE = 3
@@ -95,7 +110,8 @@ def split_calls_note(splits: Sequence[SplitLLMCall]) -> str | None:
     traces = len({split.trace_id for split in splits})
     tokens = sum(split.tokens.total for split in splits)
     return (
-        f"{plural(traces, 'LLM-only trace')} repeat {plural(len(splits), 'LLM call')} of agent traces "
+        f"{plural(traces, 'LLM-only trace')} {'repeats' if traces == 1 else 'repeat'} "
+        f"{plural(len(splits), 'LLM call')} of agent traces "
         f"(instrumentations that did not share context): counted once, in the agent's trace; "
         f"{plural(tokens, 'token')} left out of the totals across traces."
     )
@@ -106,12 +122,12 @@ def _header(profiles: Sequence[Totals], splits: Sequence[SplitLLMCall], glyphs: 
     facts = [plural(len(profiles), "trace"), plural(sum(p.span_count for p in profiles), "span")]
     totals = cross_trace_totals(profiles, splits)
     facts += _usage_facts(totals.llm_calls, totals.tokens.total, totals.cost_usd)
-    spread = [f"{name} {format_duration(percentile(durations, q))}" for name, q in (("p50", 0.5), ("p90", 0.9))]
-    spread += [f"p99 {format_duration(percentile(durations, 0.99))}", f"longest {format_duration(max(durations))}"]
-    lines = [
-        f" {glyphs.separator} ".join(facts),
-        "  duration " + f" {glyphs.separator} ".join(spread),
-    ]
+    spread = (
+        f"A trace took {format_duration(percentile(durations, 0.5))} at the median; "
+        f"90% took at most {format_duration(percentile(durations, 0.9))}, "
+        f"99% at most {format_duration(percentile(durations, 0.99))}; the longest {format_duration(max(durations))}."
+    )
+    lines = [f" {glyphs.separator} ".join(facts), *_paragraph(spread, "  ", "  ", glyphs)]
     note = split_calls_note(splits)
     if note:
         lines += _paragraph("! " + note, "  ", "    ", glyphs)
@@ -123,8 +139,9 @@ def _category_table(profiles: Sequence[Totals], glyphs: Glyphs) -> list[str]:
     lines = [
         "",
         f"Where the time went across traces (critical path {format_duration(critical)} in all)",
-        f"  {'category':<10} {'traces':>6} {'crit. path':>10} {'share':>6} {'p50':>8} {'p90':>8}",
+        f"  {'category':<10} {'traces':>6} {'critical path':>13} {'share':>6} {'median':>10} {'p90':>10}",
     ]
+    rows = []
     for name in CATEGORIES:
         per_trace = [
             profile.categories[name].critical_path_ns
@@ -134,14 +151,15 @@ def _category_table(profiles: Sequence[Totals], glyphs: Glyphs) -> list[str]:
         if not per_trace:
             continue
         total = sum(per_trace)
-        bar = glyphs.on_path * round(20 * total / critical) if critical else ""
+        # 15 characters, not the trace report's 20: the median and p90 columns take the rest of the line.
+        bar = glyphs.on_path * round(15 * total / critical) if critical else ""
         row = (
-            f"  {name:<10} {len(per_trace):>6} {format_duration(total):>10} {_share(total, critical)} "
-            f"{format_duration(percentile(per_trace, 0.5)):>8} {format_duration(percentile(per_trace, 0.9)):>8} {bar}"
+            f"  {name:<10} {len(per_trace):>6} {time_cell(total):>13} {_share(total, critical)} "
+            f"{time_cell(percentile(per_trace, 0.5)):>10} {time_cell(percentile(per_trace, 0.9)):>10} {bar}"
         )
-        lines.append(row.rstrip())
-    lines.append("  (p50, p90: a trace's time in the category, over the traces that have it)")
-    return lines
+        rows.append(row.rstrip())
+    with_none_legend(lines, rows)
+    return lines + _paragraph(f"({_PERCENTILES.format(what='category')})", "  ", "   ", glyphs)
 
 
 def _operations_table(profiles: Sequence[Totals], glyphs: Glyphs) -> list[str]:
@@ -154,18 +172,21 @@ def _operations_table(profiles: Sequence[Totals], glyphs: Glyphs) -> list[str]:
     lines = [
         "",
         "Top operations across traces by critical-path time",
-        f"  {'operation':<24} {'category':<9} {'traces':>6} {'crit. path':>10} {'share':>6} {'p50':>7} {'p90':>7}",
+        f"  {'operation':<18} {'category':<9} {'traces':>6} {'critical path':>13} {'share':>6} "
+        f"{'median':>10} {'p90':>10}",
     ]
+    rows = []
     for (category, operation), per_trace in ranked[:_TOP_OPERATIONS]:
         total = sum(per_trace)
-        lines.append(
-            f"  {_cut(operation, 24, glyphs):<24} {category:<9} {len(per_trace):>6} {format_duration(total):>10} "
-            f"{_share(total, critical)} {format_duration(percentile(per_trace, 0.5)):>7} "
-            f"{format_duration(percentile(per_trace, 0.9)):>7}"
+        rows.append(
+            f"  {_cut(operation, 18, glyphs):<18} {category:<9} {len(per_trace):>6} {time_cell(total):>13} "
+            f"{_share(total, critical)} {time_cell(percentile(per_trace, 0.5)):>10} "
+            f"{time_cell(percentile(per_trace, 0.9)):>10}"
         )
+    with_none_legend(lines, rows)
     if len(ranked) > _TOP_OPERATIONS:
         lines.append(f"  {glyphs.ellipsis} {plural(len(ranked) - _TOP_OPERATIONS, 'more operation')}")
-    return lines
+    return lines + _paragraph(f"({_PERCENTILES.format(what='operation')})", "  ", "   ", glyphs)
 
 
 @dataclass(slots=True)

@@ -29,7 +29,7 @@ from typing import Any
 
 from .._version import __version__
 from ..core.categories import CATEGORIES
-from ..core.findings import Finding, combined_projection, describe_location
+from ..core.findings import BY_KIND, Change, Finding, combined_projection, describe_location
 from ..core.profile import BackendLoad, LlmPhases, TraceProfile
 from ..core.units import NS_PER_MS, format_duration, format_usd, plural
 from .chrome_trace import assign_lanes
@@ -206,6 +206,7 @@ def trace_view_data(profile: TraceProfile, findings: Sequence[Finding]) -> dict[
         "anomalies": [[a.kind, a.span_id, a.detail] for a in profile.anomalies[:_SHOWN_ANOMALIES]],
         "more_anomalies": max(0, len(profile.anomalies) - _SHOWN_ANOMALIES),
         "combined": combined_sentence(combined_projection(profile, findings), findings) if findings else None,
+        "largest_saving": largest_saving(findings),
         "flame_rows": row_count,
         "spans": spans,
         # The phases of the critical path's LLM time, when inference server spans split it.
@@ -265,6 +266,7 @@ def _charted_statistics(statistics: Mapping[str, list[dict[str, Any]]]) -> dict[
         "concurrency": [
             {"level": r["level"], "fraction": r["fraction"], "time_ms": r["time_ms"]} for r in statistics["concurrency"]
         ],
+        # A sequence that one run took is no pattern: only those several runs took are shown.
         "sequences": [
             {
                 "sequence": r["sequence"],
@@ -273,6 +275,7 @@ def _charted_statistics(statistics: Mapping[str, list[dict[str, Any]]]) -> dict[
                 "p50_duration_ms": r["p50_duration_ms"],
             }
             for r in statistics["sequences"]
+            if r["count"] > 1
         ],
         "ngrams": [
             {
@@ -325,6 +328,36 @@ def _legend(phases: bool = False) -> str:
     )
 
 
+def saving_assumption(finding: Finding) -> str:
+    """What a finding's saving takes to happen, as the end of a sentence "... would end the trace sooner"."""
+    kind = BY_KIND.get(finding.kind)
+    if kind is not None and (kind.saving_is_held_time or kind.change is Change.TWICE_AS_FAST):
+        # The saving is all the time the calls hold: as if they took none, not as if they were faster.
+        if finding.operation:
+            tool = " tool" if finding.category == "tool" else ""
+            return f"if the {finding.operation}{tool} calls took no time at all"
+        return "if its spans took no time at all"
+    if kind is not None and kind.change is Change.DROP_REPEATS:
+        return "if each repeated call were made once"
+    if kind is not None and kind.change is Change.START_TOGETHER:
+        return "if the calls that wait for nothing started together"
+    return "if its finding's change were made"
+
+
+def largest_saving(findings: Sequence[Finding]) -> dict[str, Any] | None:
+    """The largest saving among ``findings`` and what it assumes, in words; None when none saves time."""
+    best = max(findings, key=lambda f: f.saving_ns, default=None)
+    if best is None or best.saving_ns <= 0:
+        return None
+    return {"ms": _ms(best.saving_ns), "assumes": saving_assumption(best), "kind": best.kind}
+
+
+def _saving_cell(saving: Mapping[str, Any] | None) -> str:
+    if saving is None:
+        return '<td class="num">-</td>'
+    return f'<td class="num" title="{html.escape(saving["assumes"])}">{_fmt_ms(saving["ms"])}</td>'
+
+
 def _trace_table(
     profiles: Sequence[TraceProfile], findings: Mapping[str, Sequence[Finding]], embedded: set[str]
 ) -> str:
@@ -334,7 +367,7 @@ def _trace_table(
     for profile in profiles[:MAX_TABLE_ROWS]:
         trace_id = profile.trace_id
         root = profile.roots[0].name if profile.roots else ""
-        best = max((f.saving_ns for f in findings.get(trace_id, ())), default=0)
+        best_saving = largest_saving(findings.get(trace_id, ()))
         cls = "" if trace_id in embedded else ' class="nodata" title="details not embedded (span budget)"'
         rows.append(
             f'<tr data-trace-id="{html.escape(trace_id)}"{cls}>'
@@ -350,8 +383,8 @@ def _trace_table(
                 if with_cost
                 else ""
             )
-            + f'<td class="num">{_fmt_ms(best / NS_PER_MS) if best else "-"}</td>'
-            "</tr>"
+            + _saving_cell(best_saving)
+            + "</tr>"
         )
     more = ""
     if len(profiles) > MAX_TABLE_ROWS:
@@ -364,6 +397,9 @@ def _trace_table(
         + ('<th class="num">cost</th>' if with_cost else "")
         + '<th class="num">largest saving</th>'
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>{more}"
+        '<p class="note">Largest saving: what the trace\'s largest finding would save, on its own assumption: '
+        "for calls that hold the critical path, if they took no time at all (hover a figure for its "
+        "assumption).</p>"
     )
 
 
@@ -371,7 +407,8 @@ _STATISTICS_SECTION = """
 <section class="card" id="cross-run">
 <h2>Across {runs} runs</h2>
 <p class="note">Span durations per category and per operation, on a log scale: the bar runs from the median
-(dot) to p90, the black tick is p99, the thin line min to max.</p>
+(dot) to the 90th percentile (p90), the black tick is the 99th (p99), the thin line runs from the shortest to the
+longest.</p>
 <div class="grid2">
 <div><h3>Duration by category</h3><div id="category-percentiles"></div></div>
 <div><h3>Duration by operation (the {top} taking the most time)</h3><div id="operation-percentiles"></div></div>
@@ -380,7 +417,7 @@ _STATISTICS_SECTION = """
 <div><h3>Concurrency of LLM and tool calls</h3><div id="concurrency-chart"></div></div>
 <div><h3>Frequent call patterns</h3><div id="ngram-table"></div></div>
 </div>
-<h3>Most frequent whole-run call sequences</h3><div id="sequence-table"></div>
+<h3>Whole-run call sequences that more than one run took</h3><div id="sequence-table"></div>
 </section>
 """
 
@@ -476,13 +513,13 @@ category holds on the chain of spans that decided when the run ended, and its sh
 <h2>Findings</h2>
 <p class="note">Savings are recomputed on the trace's tree: work running alongside something longer saves
 nothing.</p>
-<div class="scroll short" id="findings"></div>
+<div id="findings"></div>
 </section>
 <section class="card" id="waterfall-card">
 <h2>Waterfall</h2>
 <p class="note">One row per span, in call order; hover a bar for its details.</p>
 {_legend(any(p.critical_path_llm_phases is not None for p in profiles))}
-<div class="scroll" id="waterfall"></div>
+<div class="wide" id="waterfall"></div>
 </section>
 <section class="card" id="flame-card">
 <h2>Flame chart</h2>

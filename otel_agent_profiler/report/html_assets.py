@@ -37,6 +37,8 @@ h3 { font-size: 14px; margin: 14px 0 6px; font-weight: 600; color: var(--muted);
 .legend i.off { background: #c9ced8; opacity: .6; }
 .scroll { max-height: 640px; overflow: auto; border: 1px solid var(--line); border-radius: 6px; }
 .scroll.short { max-height: 420px; }
+/* As tall as its rows: the page is the one scroll, no row is cut in half by a box's edge. */
+.wide { overflow-x: auto; border: 1px solid var(--line); border-radius: 6px; }
 svg.sticky-axis { position: sticky; top: 0; z-index: 1; background: #fff; border-bottom: 1px solid var(--line); }
 svg { display: block; font: 11px system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }
 svg .axis text { fill: var(--muted); }
@@ -113,9 +115,18 @@ JS = r"""
   function byId(id) { return document.getElementById(id); }
   function color(cat) { return COLORS[cat] || "#9aa5b1"; }
 
-  // As core.units.format_duration writes durations: three significant digits, SI units, "1.71 s".
+  // As core.units.format_duration writes durations: three significant digits, SI units, "1.71 s";
+  // from 100 s on in minutes and hours, "2 min 16 s", "12.3 min", "1 h 5 min", "33.4 h".
+  function fmtLong(s) {
+    var whole = Math.round(s), minutes = Math.round(s / 60);
+    if (whole < 600) { return Math.floor(whole / 60) + " min " + whole % 60 + " s"; }
+    if (Number((s / 60).toFixed(1)) < 60) { return (s / 60).toFixed(1) + " min"; }
+    if (minutes < 600) { return Math.floor(minutes / 60) + " h " + minutes % 60 + " min"; }
+    return (s / 3600).toFixed(Number((s / 3600).toFixed(1)) < 100 ? 1 : 0) + " h";
+  }
   function fmt(ms) {
     if (ms === null || ms === undefined || isNaN(ms)) { return "-"; }
+    if (Math.abs(ms) >= 99950) { return (ms < 0 ? "-" : "") + fmtLong(Math.abs(ms) / 1000); }
     var units = [[1e9, "s"], [1e6, "ms"], [1e3, "\u00b5s"], [1, "ns"]], ns = ms * 1e6;
     for (var i = 0; i < units.length; i++) {
       if (Math.abs(ns) >= units[i][0] || i === units.length - 1) {
@@ -142,21 +153,19 @@ JS = r"""
     var n = raw / mag;
     return (n < 1.5 ? 1 : n < 3 ? 2 : n < 7 ? 5 : 10) * mag;
   }
+  // The one unit of a time axis, the one its steps fit: "0 s, 0.5 s, 1.0 s", never "1800 ms, 2.0 s".
+  function timeUnit(step, max) { return step >= 500 || max >= 2000 && step >= 100 ? "s" : "ms"; }
   function tickLabel(v, step, unit) {
     if (unit === "share") { return Math.round(v * 100) + "%"; }
     if (unit === "count") { return String(Math.round(v)); }
-    if (step >= 500 || v >= 2000 && step >= 100) {
-      var s = v / 1000;
-      var d = step >= 1000 ? 0 : step >= 100 ? 1 : 2;
-      return s.toFixed(d) + " s";
-    }
-    var dm = step >= 1 ? 0 : step >= 0.1 ? 1 : 2;
-    return v.toFixed(dm) + " ms";
+    if (unit === "s") { return (v / 1000).toFixed(step >= 1000 ? 0 : step >= 100 ? 1 : 2) + " s"; }
+    return v.toFixed(step >= 1 ? 0 : step >= 0.1 ? 1 : 2) + " ms";
   }
   // A horizontal value axis from x0 to x0 + width for values 0..max, with grid lines down to y1.
   function axis(parent, x0, width, max, y, y1, unit, title, top) {
     var g = svg("g", { "class": "axis" }, parent);
     var step = niceStep(max, width / 95);
+    if (unit === "ms") { unit = timeUnit(step, max); }
     for (var v = 0; v <= max * 1.0001; v += step) {
       var x = x0 + (max > 0 ? v / max * width : 0);
       svg("line", { "class": "grid", x1: x, x2: x, y1: Math.min(y, y1), y2: Math.max(y, y1) }, g);
@@ -170,6 +179,21 @@ JS = r"""
       tt.textContent = title;
     }
     return g;
+  }
+  // ``text`` in the SVG text element ``el``, as much of it as fits ``px`` pixels in the page's own font:
+  // measured, not guessed from a character count, so a box with room shows the whole name. False, with
+  // the element emptied, where not even one character and the ellipsis fit.
+  function fitText(el, text, px) {
+    el.textContent = text;
+    if (el.getComputedTextLength() <= px) { return true; }
+    var lo = 0, hi = text.length - 1;
+    while (lo < hi) {
+      var mid = Math.ceil((lo + hi) / 2);
+      el.textContent = text.slice(0, mid) + "\u2026";
+      if (el.getComputedTextLength() <= px) { lo = mid; } else { hi = mid - 1; }
+    }
+    el.textContent = lo ? text.slice(0, lo) + "\u2026" : "";
+    return lo > 0;
   }
   function cut(text, px) {
     var n = Math.floor(px / 6.3);
@@ -337,9 +361,9 @@ JS = r"""
       var w = Math.max(1, s[F.duration_ms] / total * plotW);
       var y = TOP + s[F.flame_row] * ROW;
       spanRect(t, s, i, { x: x, y: y + 1, width: w, height: ROW - 2 }, g);
-      var label = cut(s[F.operation] || s[F.name], w - 6);
-      if (label) {
-        svg("text", { "class": "inbar", x: x + 3, y: y + ROW - 5 }, g).textContent = label;
+      if (w >= 14) {
+        var label = svg("text", { "class": "inbar", x: x + 3, y: y + ROW - 5 }, g);
+        if (!fitText(label, s[F.operation] || s[F.name], w - 6)) { g.removeChild(label); }
       }
     }
   }
@@ -353,7 +377,7 @@ JS = r"""
     var H = 14 + cats.length * GROUP + 40;
     var root = svg("svg", { width: W, height: H, id: "category-svg", role: "img" }, host);
     svg("title", null, root).textContent = "Self time and critical path by category";
-    axis(root, LW, plotW, max || 1, H - 36, 6, "ms", "self time (light) and critical-path time (dark), ms/s", false);
+    axis(root, LW, plotW, max || 1, H - 36, 6, "ms", "self time (light) and critical-path time (dark)", false);
     cats.forEach(function (c, i) {
       var v = t.categories[c], y = 10 + i * GROUP;
       var lab = svg("text", { "class": "label", x: LW - 8, y: y + 19, "text-anchor": "end" }, root);
@@ -474,10 +498,8 @@ JS = r"""
       if (hit && !first && rects[i].parentNode.id === "waterfall-bars") { first = rects[i]; }
     }
     row.classList.toggle("active", on);
-    if (first) {
-      var box = byId("waterfall");
-      box.scrollTop = Math.max(0, Number(first.getAttribute("y")) - 60);
-    }
+    // A span's link shows it: the page scrolls to its waterfall row (a click on a finding only outlines).
+    if (first && force === true) { first.scrollIntoView({ block: "center" }); }
   }
 
   function drawFacts(t) {
@@ -490,8 +512,8 @@ JS = r"""
       [num(t.tokens), t.tokens === 1 ? "token" : "tokens"]
     ];
     if (t.cost_usd !== null && t.cost_usd !== undefined) { facts.push([usd(t.cost_usd), "cost"]); }
-    var saving = t.findings.reduce(function (m, f) { return Math.max(m, f.saving_ms); }, 0);
-    facts.push([saving ? fmt(saving) : "-", "largest saving"]);
+    var best = t.largest_saving;
+    facts.push(best ? [fmt(best.ms), "largest saving, " + best.assumes] : ["-", "largest saving"]);
     facts.forEach(function (f) {
       var d = html("div", "fact", null, host);
       html("b", null, f[0], d);
@@ -556,7 +578,7 @@ JS = r"""
       var y = 12 + i * RH + RH / 2;
       var row = svg("g", { "class": "pct-row" }, root);
       svg("title", null, row).textContent = labelOf(r) + "\n" + plural(r.count, "span") + "\nmin " + fmt(r.min) +
-        " \u00b7 p50 " + fmt(r.p50) + " \u00b7 p90 " + fmt(r.p90) + " \u00b7 p99 " + fmt(r.p99) +
+        " \u00b7 median " + fmt(r.p50) + " \u00b7 p90 " + fmt(r.p90) + " \u00b7 p99 " + fmt(r.p99) +
         " \u00b7 max " + fmt(r.max);
       svg("text", { "class": "label", x: LW - 8, y: y + 4, "text-anchor": "end" }, row).textContent =
         cut(labelOf(r), LW - 10);
@@ -566,7 +588,7 @@ JS = r"""
       svg("line", { x1: sx(r.p99), x2: sx(r.p99), y1: y - 7, y2: y + 7, stroke: "#333", "stroke-width": 1.5 }, row);
       svg("circle", { cx: sx(r.p50), cy: y, r: 3.5, fill: "#fff", stroke: "#333" }, row);
       svg("text", { "class": "value", x: sx(r.max) + 6, y: y + 4 }, row).textContent =
-        "p50 " + fmt(r.p50) + " \u00b7 n=" + r.count;
+        "median " + fmt(r.p50) + " \u00b7 " + plural(r.count, "span");
     });
   }
 
@@ -610,9 +632,9 @@ JS = r"""
     });
   }
 
-  function drawSequences(hostId, rows, what) {
+  function drawSequences(hostId, rows, what, none) {
     var host = clear(byId(hostId));
-    if (!rows.length) { html("p", "empty", "No call sequences.", host); return; }
+    if (!rows.length) { html("p", "empty", none, host); return; }
     var table = html("table", null, null, host);
     var head = html("tr", null, null, html("thead", null, null, table));
     [what, "runs", "share of runs", "median duration"].forEach(function (h, i) {
@@ -634,8 +656,9 @@ JS = r"""
     drawPercentiles("operation-percentiles", st.operations, function (r) { return r.category + ": " + r.operation; },
       function (r) { return color(r.category); });
     drawConcurrency(st.concurrency);
-    drawSequences("sequence-table", st.sequences, "whole-run sequence (repeats collapsed)");
-    drawSequences("ngram-table", st.ngrams, "frequent 3-step pattern");
+    drawSequences("sequence-table", st.sequences, "whole-run sequence (repeats collapsed)",
+      "No run took the same sequence of calls as another.");
+    drawSequences("ngram-table", st.ngrams, "frequent 3-step pattern", "No call sequences.");
   }
 
   function init() {

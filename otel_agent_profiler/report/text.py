@@ -5,6 +5,7 @@ Written for a terminal 80 columns wide: long names are cut, never wrapped.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
@@ -25,17 +26,14 @@ from ..core.profile import SpanProfile, TraceProfile
 from ..core.units import format_duration, format_usd, plural
 
 WIDTH = 80
-_BAR_WIDTH = 26
+_BAR_WIDTH = 22
 _TOP_OPERATIONS = 8
-_SHORT_CATEGORY = {
-    "llm": "llm",
-    "embedding": "embed",
-    "tool": "tool",
-    "agent": "agent",
-    "retrieval": "retr",
-    "memory": "mem",
-    "internal": "-",
-}
+#: The span tree's category column: as wide as the longest category's name, written in full.
+_CATEGORY_WIDTH = max(len(name) for name in CATEGORIES)
+#: What a table cell shows where there is none of something (no critical-path time, no self time):
+#: one mark for every table, explained by ``NONE_LEGEND`` under a table that shows it.
+NONE = "-"
+NONE_LEGEND = f"({NONE} means none)"
 
 
 class Glyphs(NamedTuple):
@@ -66,7 +64,20 @@ def _cut(text: str, width: int, glyphs: Glyphs) -> str:
 
 
 def _share(part: int, whole: int) -> str:
-    return f"{100 * part / whole:5.1f}%" if whole else "    -"
+    return f"{100 * part / whole:5.1f}%" if whole and part else f"{NONE:>6}"
+
+
+def time_cell(ns: float) -> str:
+    """A duration in a table: ``NONE`` for none of it, never "0 ns" in one table and "-" in another."""
+    return format_duration(ns) if ns else NONE
+
+
+def with_none_legend(lines: list[str], rows: list[str]) -> list[str]:
+    """``lines`` and ``rows``, with ``NONE_LEGEND`` under them when a row shows ``NONE``."""
+    lines += rows
+    if any(f" {NONE} " in row + " " for row in rows):
+        lines.append("  " + NONE_LEGEND)
+    return lines
 
 
 def _usage_facts(llm_calls: int, tokens: int, cost_usd: float | None) -> list[str]:
@@ -117,18 +128,20 @@ def _category_table(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
     lines = [
         "",
         f"Where the time went (critical path {format_duration(critical)})",
-        f"  {'category':<10} {'count':>6} {'self time':>10} {'crit. path':>10} {'share':>6}",
+        f"  {'category':<10} {'count':>6} {'self time':>11} {'critical path':>13} {'share':>6}",
     ]
+    rows = []
     for name in CATEGORIES:
         stats = profile.categories[name]
         if not stats.count and not stats.critical_path_ns and not stats.self_time_ns:
             continue
         bar = glyphs.on_path * round(20 * stats.critical_path_ns / critical) if critical else ""
-        lines.append(
-            f"  {name:<10} {stats.count:>6} {format_duration(stats.self_time_ns):>10} "
-            f"{format_duration(stats.critical_path_ns):>10} {_share(stats.critical_path_ns, critical)} {bar}"
+        row = (
+            f"  {name:<10} {stats.count:>6} {time_cell(stats.self_time_ns):>11} "
+            f"{time_cell(stats.critical_path_ns):>13} {_share(stats.critical_path_ns, critical)} {bar}"
         )
-    return lines
+        rows.append(row.rstrip())
+    return with_none_legend(lines, rows)
 
 
 def _llm_phases(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
@@ -150,7 +163,7 @@ def _llm_phases(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
         ("other", phases.other_ns),
     ):
         bar = glyphs.on_path * round(20 * ns / critical) if critical else ""
-        lines.append(f"  {name:<10} {'':>6} {'':>10} {format_duration(ns):>10} {_share(ns, critical)} {bar}")
+        lines.append(f"  {name:<10} {'':>6} {'':>11} {time_cell(ns):>13} {_share(ns, critical)} {bar}".rstrip())
     return lines
 
 
@@ -182,14 +195,15 @@ def _operations_table(profile: TraceProfile, glyphs: Glyphs) -> list[str]:
     lines = [
         "",
         "Top operations by critical-path time",
-        f"  {'operation':<28} {'category':<9} {'count':>5} {'self time':>9} {'crit. path':>10} {'share':>6}",
+        f"  {'operation':<24} {'category':<9} {'count':>5} {'self time':>11} {'critical path':>13} {'share':>6}",
     ]
-    for op in ranked[:_TOP_OPERATIONS]:
-        lines.append(
-            f"  {_cut(op.operation, 28, glyphs):<28} {op.category:<9} {op.count:>5} "
-            f"{format_duration(op.self_time_ns):>9} {format_duration(op.critical_path_ns):>10} "
-            f"{_share(op.critical_path_ns, critical)}"
-        )
+    rows = [
+        f"  {_cut(op.operation, 24, glyphs):<24} {op.category:<9} {op.count:>5} "
+        f"{time_cell(op.self_time_ns):>11} {time_cell(op.critical_path_ns):>13} "
+        f"{_share(op.critical_path_ns, critical)}"
+        for op in ranked[:_TOP_OPERATIONS]
+    ]
+    with_none_legend(lines, rows)
     if len(ranked) > _TOP_OPERATIONS:
         lines.append(f"  {glyphs.ellipsis} {plural(len(ranked) - _TOP_OPERATIONS, 'more operation')}")
     return lines
@@ -213,8 +227,9 @@ def _spans_to_show(spans: list[SpanProfile], limit: int) -> list[SpanProfile]:
     return [spans[i] for i in keep]
 
 
-#: The span tree's lines around its spans: a blank line, its title, its axis, and the note on the spans left out.
-_TREE_FRAME_LINES = 4
+#: The span tree's lines around its spans: a blank line, its title, its axis, the note on the spans left
+#: out and the legend of ``NONE``.
+_TREE_FRAME_LINES = 5
 #: A span tree cut to fit a line budget still shows this many spans (the critical path first).
 MIN_TREE_SPANS = 5
 
@@ -222,19 +237,22 @@ MIN_TREE_SPANS = 5
 def _flame_chart(profile: TraceProfile, max_spans: int, glyphs: Glyphs) -> list[str]:
     start, duration = profile.start_ns, profile.duration_ns
     scale = _BAR_WIDTH / duration if duration else 0.0
+    shown = _spans_to_show(profile.spans, max_spans)
+    totals = [format_duration(span.duration_ns) for span in shown]
+    own_paths = [time_cell(span.critical_path_ns) for span in shown]
+    # Seven characters hold "35.1 s"; a trace of minutes needs "2 min 16 s": the columns widen to it.
+    width = max([7, *map(len, totals), *map(len, own_paths)])
     axis = f"0{format_duration(duration):>{_BAR_WIDTH - 1}}"
     lines = [
         "",
         f"Span tree ({glyphs.on_path} on the critical path, {glyphs.off_path} off it; "
         "crit. = the span's own share of it)",
-        f"  {axis}  {'total':>7} {'crit.':>7} {'kind':<5} span",
+        f"  {axis}  {'total':>{width}} {'crit.':>{width}} {'category':<{_CATEGORY_WIDTH}} span",
     ]
-    shown = _spans_to_show(profile.spans, max_spans)
-    for span in shown:
+    for span, total, own_path in zip(shown, totals, own_paths, strict=True):
         indent = "  " * min(span.depth, 8)
-        own_path = format_duration(span.critical_path_ns) if span.critical_path_ns else "-"
-        times = f"{format_duration(span.duration_ns):>7} {own_path:>7}"
-        prefix = f" |{_bar(span, start, scale, glyphs)}| {times} {_SHORT_CATEGORY[span.category]:<5} "
+        times = f"{total:>{width}} {own_path:>{width}}"
+        prefix = f" |{_bar(span, start, scale, glyphs)}| {times} {span.category:<{_CATEGORY_WIDTH}} "
         lines.append(prefix + _cut(indent + span.name, WIDTH - len(prefix), glyphs))
     hidden = len(profile.spans) - len(shown)
     if hidden:
@@ -245,6 +263,8 @@ def _flame_chart(profile: TraceProfile, max_spans: int, glyphs: Glyphs) -> list[
         where = f", {hidden_on_path} of them on the critical path" if hidden_on_path else " off the critical path"
         note = f"  {glyphs.ellipsis} {plural(hidden, 'more span')}{where} (--max-spans N shows more)"
         lines.append(_cut(note, WIDTH, glyphs))
+    if any(own_path == NONE for own_path in own_paths):
+        lines.append("  " + NONE_LEGEND)
     return lines
 
 
@@ -276,10 +296,17 @@ def combined_sentence(projection: CombinedProjection, findings: Sequence[Finding
     return sentence + "."
 
 
+#: A duration as ``format_duration`` writes it, which a wrapped line never splits ("2 min" / "38 s").
+_DURATION = re.compile(r"\d+(?:\.\d+)? (?:min \d+ s|h \d+ min|min|h|s|ms|µs|ns)\b")
+#: What holds a duration's words together while a paragraph is wrapped: a character no report writes.
+_JOINED = "\ue000"
+
+
 def _paragraph(text: str, first: str, rest: str, glyphs: Glyphs) -> list[str]:
+    text = _DURATION.sub(lambda match: match.group().replace(" ", _JOINED), text)
+    wrapped = [line.replace(_JOINED, " ") for line in textwrap.wrap(text, WIDTH - len(rest))] or [""]
     if glyphs is ASCII:
-        text = text.encode("ascii", "replace").decode()
-    wrapped = textwrap.wrap(text, WIDTH - len(rest)) or [""]
+        wrapped = [line.encode("ascii", "replace").decode() for line in wrapped]
     return [first + wrapped[0]] + [rest + line for line in wrapped[1:]]
 
 

@@ -37,6 +37,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMe
 from opentelemetry.sdk.resources import Resource
 
 from .._version import __version__
+from ..core.units import plural
 from ..live.backend_poller import BackendPoller
 from ..live.profile_metrics import ProfileMetrics
 from .forwarder import DEFAULT_MAX_REQUEST_BYTES as DEFAULT_MAX_UPSTREAM_REQUEST_BYTES
@@ -377,20 +378,62 @@ class ProfilingService:
         self.stop()
 
 
-def stop_report(config: ServeConfig, counts: dict[str, int]) -> tuple[int, str]:
-    """The log level and the one line saying what a stopped service delivered and what it did not."""
+def stop_report(config: ServeConfig, counts: Mapping[str, int]) -> tuple[int, str]:
+    """The log level and the sentence saying what a stopped service received, profiled and delivered,
+    and what it did not (``counts``: ``Pipeline.health()``'s)."""
+    profiled = f"profiled {counts['profiled']:,} of them"
+    if counts.get("traces_profiled"):
+        profiled += f" in {plural(counts['traces_profiled'], 'trace')}"
+    line = f"received {plural(counts['received'], 'span')} and {profiled}"
+    unprofiled = [
+        f"{counts[key]:,} {words}"
+        for key, words in (
+            ("late", "arrived after their trace was profiled"),
+            ("over_caps", "were past the limits on traces held"),
+            ("invalid", "had no usable trace id"),
+        )
+        if counts.get(key)
+    ]
+    if unprofiled:
+        line += f" ({_listed(unprofiled)}: passed on unprofiled)"
+    if counts.get("rejected_requests"):
+        line += f"; {plural(counts['rejected_requests'], 'request')} pushed back while full, for the senders to retry"
     if not config.upstream:
-        return logging.INFO, f"received {counts['received']} spans, profiled {counts['profiled']} (no upstream)"
-    line = f"received {counts['received']} spans: {counts['forwarded']} forwarded, {counts['failed']} not delivered"
-    rejected = counts.get("rejected", 0)
+        return logging.INFO, line + "; no upstream, so nothing was forwarded."
+    failed, rejected = counts["failed"], counts.get("rejected", 0)
+    # Always the forwarded and the undelivered, in this order: the line is read by people and by scripts.
+    line += f"; forwarded {counts['forwarded']:,}, {failed:,} not delivered"
+    if failed:
+        line += (
+            f" (rejected by the upstream, or still held when the {config.shutdown_grace_s:g} s shutdown grace ended)"
+        )
     if rejected:
-        line += f", {rejected} rejected in the upstream's answers (partial success)"
-    if not counts["failed"] and not rejected:
-        return logging.INFO, line
-    return logging.WARNING, (
-        f"{line} (not delivered: rejected by the upstream, or still held when the {config.shutdown_grace_s:g} s "
-        "shutdown grace ended); exit code 1"
+        line += f", {rejected:,} rejected in the upstream's answers (partial success)"
+    if not failed and not rejected:
+        return logging.INFO, line + "."
+    return logging.WARNING, line + "; exit code 1."
+
+
+def relay_stop_report(signal: Signal, counts: Mapping[str, int]) -> tuple[int, str]:
+    """The log level and the sentence saying what became of a signal ``serve`` passed through."""
+    line = (
+        f"{signal.name} passed through: received {plural(counts['received'], signal.item)}, "
+        f"forwarded {counts['forwarded']:,}"
     )
+    trouble = [
+        f"{counts[key]:,} {words}"
+        for key, words in (("failed", "not delivered"), ("rejected", "rejected in the upstream's answers"))
+        if counts.get(key)
+    ]
+    if counts.get("rejected_requests"):
+        trouble.append(f"{plural(counts['rejected_requests'], 'request')} pushed back while full")
+    if not trouble:
+        return logging.INFO, line + "."
+    return logging.WARNING, f"{line}; {_listed(trouble)}."
+
+
+def _listed(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 #: How long a thread may hold the GIL while another waits for it, in ``serve``'s process (CPython's
@@ -461,16 +504,11 @@ def run(config: ServeConfig, ready: threading.Event | None = None) -> int:
             service.stop()
             counts = service.pipeline.health()["counts"]
             level, line = stop_report(config, counts)
-            logger.log(level, "otel-agent-profiler serve stopped: %s; %s", line, counts)
+            logger.log(level, "otel-agent-profiler serve stopped: %s", line)
             for relay in service.relays.values():
                 signal_counts = relay.counts()
                 if signal_counts["received"]:
-                    logger.log(
-                        logging.WARNING if signal_counts["failed"] or signal_counts["rejected"] else logging.INFO,
-                        "%s passed through: %s",
-                        relay.signal.name,
-                        signal_counts,
-                    )
+                    logger.log(*relay_stop_report(relay.signal, signal_counts))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

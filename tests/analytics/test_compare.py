@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 
 import numpy as np
 import pandas as pd
@@ -178,7 +179,7 @@ def test_a_tool_thirty_percent_slower_is_a_regression(baseline) -> None:
     assert row["baseline_n"] >= 50 and row["candidate_n"] >= 50
     assert row["cliffs_delta"] > 0
     assert comparison.has_regression and comparison.exit_code == 1
-    assert "tool search_kb [span] duration_ms" in comparison.summary()
+    assert "search_kb (tool), duration per call: " in comparison.summary()
     regressed = comparison.regressions
     assert (regressed["verdict"] == "regression").all()
     assert ((regressed["mean_change"] > 0.10) & (regressed["p_value"] < 0.05)).all()
@@ -312,3 +313,17 @@ def test_the_summary_writes_durations_and_costs_as_the_reports_do() -> None:
     assert _value("cost_usd", 0.0126) == "$0.0126"
     assert _value("total_tokens", 51535.0) == "51,535"
     assert _value("total_tokens", 412.5) == "412.5"
+
+
+def test_the_summary_names_each_regression_in_words_and_explains_its_statistics(baseline) -> None:
+    candidate = generated(50, seed=1, tool="search_kb", factor=1.3)
+    lines = compare_runs(baseline, candidate).summary().splitlines()
+    assert lines[0].endswith("worse by more than 10% on the mean with p < 0.05:")
+    regressions = [line for line in lines[1:] if not line.startswith(("  (", "   "))]
+    assert regressions and all(
+        re.match(r"  \S.*, [a-z -]+ per (call|run): .* -> .*, p = ", line) for line in regressions
+    )
+    # The table's column names are not words a reader should have to decode.
+    summary = "\n".join(lines)
+    assert not re.search(r"\[(span|trace)\]|_ms\b|total_tokens", summary)
+    assert "(p: how likely a difference this large is" in summary and "Cliff's delta: how much more" in summary

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -87,7 +90,7 @@ def test_a_regression_found_with_few_runs_still_fails_as_a_regression(
     candidate = _write_slowed_runs(tmp_path / "cand.json", 3, seed=5, factor=1.85)
     assert main(["diff", str(baseline), str(candidate), "--no-progress"]) == EXIT_REGRESSION
     out = capsys.readouterr().out
-    assert "llm [span] duration_ms" in out and "too few runs to decide" in out
+    assert "all llm calls, duration per call: " in out and "too few runs to decide" in out
 
 
 def test_standard_input_is_one_side(
@@ -190,3 +193,29 @@ def test_progress_bar_counts_files_and_steps_of_both_sides(tmp_path: Path, capsy
     assert err.endswith("\r") and "\n" not in err
     assert main(["diff", str(baseline), str(baseline), "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def _codes_run_returns() -> set[int]:
+    """The exit codes ``diff``'s ``run`` can return, read from its return statements."""
+    from otel_agent_profiler.cli import diff
+
+    tree = ast.parse(inspect.getsource(diff.run))
+    codes = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Return) and node.value is not None:
+            codes.add(node.value.value if isinstance(node.value, ast.Constant) else getattr(diff, node.value.id))
+    return codes
+
+
+def test_help_lists_every_exit_code_with_analyze_s_precedence_wording(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["diff", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    listed = text.split("Exit codes: ", 1)[1].split(". ", 1)[0]
+    # Each code listed once, as "N words", and exactly the codes the command returns (argparse's 2 included).
+    codes = [int(code) for code in re.findall(r"(?:^|, )(\d+) [a-z]", listed)]
+    assert sorted(codes) == sorted(_codes_run_returns() | {2}) == [0, 1, 2, 3, 5]
+    assert "1 the output could not be written, 2 some input could not be read or the command line was wrong" in listed
+    # Which code wins when two apply, said as analyze --help says it ("checked last: ...").
+    assert "3 a regression (checked before unreadable input" in listed
+    assert "(checked last: a run with unreadable input exits 2" in listed

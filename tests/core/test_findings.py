@@ -1154,7 +1154,7 @@ def test_format_duration() -> None:
         "12.5 µs",
         "180 ms",
         "1.25 s",
-        "3600 s",
+        "1 h 0 min",
     ]
 
 

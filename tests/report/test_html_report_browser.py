@@ -188,3 +188,47 @@ def test_an_overrunning_child_is_drawn_beside_the_verdict_it_makes_unreliable(tm
     assert "child outlives parent" in anomalies.group(1) and sid("ChatCompletion") in anomalies.group(1)
     caveats = re.findall(r'<div class="caveat">(.*?)</div>', dom, re.S)
     assert caveats and all("Unreliable: span 'ChatCompletion'" in caveat for caveat in caveats)
+
+
+def test_a_long_trace_reads_in_minutes_with_labels_sized_to_their_boxes(tmp_path: Path) -> None:
+    from otel_agent_profiler.core.findings import find_all
+    from otel_agent_profiler.report.html import render_html
+    from tests.support.span_builders import profile, sid, span
+
+    second = 1_000_000_000
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
+    trace = profile(
+        [
+            span("root", None, 0, 136 * second, attributes={"gen_ai.operation.name": "invoke_agent"}),
+            span("c1", "root", 0, 100 * second, attributes=chat),
+            span("c2", "root", 100 * second, 136 * second, attributes=chat),
+            # In parallel with c2, in a box about 110 px wide: room for its narrow letters in an 11 px font.
+            span(
+                "helper",
+                "root",
+                100 * second,
+                round(111.6 * second),
+                attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "little_list_filter_1"},
+            ),
+        ]
+    )
+    path = tmp_path / "long.html"
+    path.write_text(render_html([trace], {trace.trace_id: find_all(trace)}), encoding="utf-8")
+    dom = _dump_dom(path.as_uri())
+    assert 'data-ready="true"' in dom, "the page's script did not finish"
+    # The script writes durations as the text report does: "2 min 16 s", not "136 s".
+    assert "<b>2 min 16 s</b>" in dom
+    # Every tick of an axis in one unit; the category chart's title no longer says "ms/s".
+    category_axis = re.search(r'<svg [^>]*id="category-svg".*?</svg>', dom, re.S)
+    assert category_axis is not None
+    ticks = re.findall(r'<text x="[^"]*" y="[^"]*" text-anchor="middle">([^<]+)</text>', category_axis.group())
+    assert len(ticks) > 2 and len({tick.split()[-1] for tick in ticks}) == 1, ticks
+    assert "ms/s" not in dom
+    # Labels are measured in the page's font, not guessed at 6.3 px a character (which cut names in boxes
+    # that held them): the helper's 20 narrow characters fit its box whole.
+    bars = _group(dom, "flame-bars")
+    labels = re.findall(r'<text class="inbar"[^>]*>([^<]*)</text>', bars)
+    assert labels.count("gpt-4o") == 2 and "root" in labels
+    helper = re.search(rf'<rect [^>]*width="([0-9.]+)"[^>]*data-span-id="{sid("helper")}"', bars)
+    assert helper is not None and int((float(helper.group(1)) - 6) / 6.3) < len("little_list_filter_1")
+    assert "little_list_filter_1" in labels

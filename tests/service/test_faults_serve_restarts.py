@@ -34,7 +34,7 @@ from tests.support.paths import SUPPORT
 pytestmark = [pytest.mark.faults, pytest.mark.e2e]
 
 SINK = SUPPORT / "otlp_sink.py"
-STOP_LINE = re.compile(r"received (\d+) spans: (\d+) forwarded, (\d+) not delivered")
+STOP_LINE = re.compile(r"received ([\d,]+) spans? .*?; forwarded ([\d,]+), ([\d,]+) not delivered")
 
 
 class Process:
@@ -119,7 +119,7 @@ class Serve(Process):
         """(received, forwarded, not delivered) from the last stop line of the log."""
         matches = STOP_LINE.findall(self.text())
         assert matches, self.text()
-        received, forwarded, failed = map(int, matches[-1])
+        received, forwarded, failed = (int(count.replace(",", "")) for count in matches[-1])
         return received, forwarded, failed
 
 
