@@ -41,10 +41,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from otel_agent_profiler.live import profiling as profiling_module
 from otel_agent_profiler.live.load_history import LoadHistory
+from otel_agent_profiler.service import app as app_module
 from otel_agent_profiler.service import pipeline as pipeline_module
 from otel_agent_profiler.service.app import ProfilingService, ServeConfig, run
 from otel_agent_profiler.service.pipeline import PipelineConfig
 from tests.support.backends import free_port, free_ports, http_exchange, port_open, wait_until
+from tests.support.serve_stop_line import STOP_LINE, stop_counts
 
 pytestmark = pytest.mark.faults
 
@@ -492,7 +494,7 @@ PHASES = ["up", "down", "slow", "timeout", "small_limit", "rejecting"]
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_chaos_every_accepted_span_is_delivered_or_counted(
-    upstream: Upstream, seed: int, caplog: pytest.LogCaptureFixture
+    upstream: Upstream, seed: int, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Senders, a faulty upstream, and ``serve`` run as its command runs it (``run``: its signal handlers, its
     last report line, its exit code), stopped by a real SIGHUP."""
@@ -550,16 +552,25 @@ def test_chaos_every_accepted_span_is_delivered_or_counted(
                 thread.join()
             os.kill(os.getpid(), signal.SIGHUP)  # run() drains what it holds, reports, returns its exit code
 
+    # The stop line is a sentence; the counts it was written from are taken on their way to it.
+    reported: list[dict[str, Any]] = []
+    stop_report = app_module.stop_report
+
+    def recording_stop_report(config: ServeConfig, counts: dict[str, Any]) -> tuple[int, str]:
+        reported.append(dict(counts))
+        return stop_report(config, counts)
+
+    monkeypatch.setattr(app_module, "stop_report", recording_stop_report)
     driver = threading.Thread(target=drive)
     driver.start()
     with caplog.at_level(logging.INFO), _interpreter_settings_kept():
         code = run(config, ready)
     driver.join()
     (stopped,) = [r for r in caplog.records if r.getMessage().startswith("otel-agent-profiler serve stopped: ")]
-    line, counts = stopped.args  # type: ignore[misc]
-    match = re.match(r"received (\d+) spans: (\d+) forwarded, (\d+) not delivered(?:, (\d+) rejected)?", line)
-    assert match, line
-    received, forwarded, failed, rejected = (int(group or 0) for group in match.groups())
+    (counts,) = reported
+    match = STOP_LINE.search(stopped.getMessage())
+    assert match, stopped.getMessage()
+    received, forwarded, failed, rejected = (count or 0 for count in stop_counts(match))
     assert (received, forwarded, failed, rejected) == tuple(
         counts[k] for k in ("received", "forwarded", "failed", "rejected")
     )

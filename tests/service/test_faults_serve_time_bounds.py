@@ -11,7 +11,6 @@ Companions of test_faults_serve.py (same ``Sender``, ``Upstream`` and ``sent / d
 
 from __future__ import annotations
 
-import re
 import signal
 import socket
 import subprocess
@@ -27,6 +26,7 @@ from otel_agent_profiler.service.app import ProfilingService
 from tests.service.test_faults_serve import Sender, Upstream, _config, _counts, _report, _request, _span_ids
 from tests.service.test_faults_serve_forwarding import ScriptedUpstream, _assert_identity, _reject_all
 from tests.support.backends import free_ports, port_open, wait_until
+from tests.support.serve_stop_line import STOP_LINE, stop_counts
 
 pytestmark = pytest.mark.faults
 
@@ -39,16 +39,6 @@ def upstream() -> Iterator[Upstream]:
 
 
 #: serve's stop line: received, forwarded, not delivered and (when any) rejected by the upstream.
-STOP_LINE = re.compile(
-    r"received ([\d,]+) spans? .*?; forwarded ([\d,]+), ([\d,]+) not delivered(?:.*?, ([\d,]+) rejected)?"
-)
-
-
-def stop_counts(match: re.Match[str]) -> tuple[int | None, ...]:
-    """The stop line's counts as numbers (None for a count it leaves out)."""
-    return tuple(int(group.replace(",", "")) if group is not None else None for group in match.groups())
-
-
 def _serve(upstream_url: str, log: Path) -> tuple[subprocess.Popen[bytes], int]:
     http_port, grpc_port = free_ports(2)
     argv = [sys.executable, "-m", "otel_agent_profiler", "serve", "--http-port", str(http_port)]

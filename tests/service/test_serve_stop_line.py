@@ -75,7 +75,7 @@ def test_the_stop_line_shows_no_dict() -> None:
 
 def test_scripts_find_the_counts_where_they_always_are() -> None:
     # The fault tests read (received, forwarded, not delivered, rejected) from the line.
-    from tests.service.test_faults_serve_time_bounds import STOP_LINE, stop_counts
+    from tests.support.serve_stop_line import STOP_LINE, stop_counts
 
     for changes, counts in (
         ({}, (1200, 1200, 0, None)),
