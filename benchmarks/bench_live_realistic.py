@@ -13,7 +13,12 @@ Compared, alternating, each run in a fresh process:
 * profiled: the same ``BatchSpanProcessor`` behind ``AgentProfilerSpanProcessor`` with its defaults,
   the profile metrics going to an SDK ``MeterProvider`` whose periodic reader exports them over
   OTLP/gRPC to the same collector (flushed once at the end of the run, inside the timing);
-* profiled, metrics off (``--variants all``): where the metrics' share of the cost shows.
+* profiled with metrics off, and profiled with enriched spans off (``--variants all``): where the
+  metrics' share and the added attributes' share (building the copies, encoding them) show.
+
+``--before DIR`` also runs the profiled variants with the package of another checkout (an earlier
+commit, say from ``git worktree add``), alternating with the rest: before and after are then
+measured in the same session, on the same load.
 
 The application pauses 3 ms after every trace: an agent spends most of its time waiting on its LLM
 calls and tools, so the profiler's worker keeps up, as it does in an application (a run of 12
@@ -25,7 +30,7 @@ thread that creates the spans, min and median over the runs, and each as a ratio
 pipeline's (min to min, median to median). The goals: at most +0.6x process CPU and +0.10x on
 the application thread.
 
-    python benchmarks/bench_live_realistic.py [--spans 24000] [--repeat 5] [--variants all]
+    python benchmarks/bench_live_realistic.py [--spans 24000] [--repeat 5] [--variants all] [--before DIR]
 """
 
 from __future__ import annotations
@@ -43,11 +48,14 @@ from typing import Any
 BARE = "bare"
 PROFILED = "profiled"
 NO_METRICS = "profiled-no-metrics"
+NO_ENRICH = "profiled-no-enrich"
 LABELS = {
     BARE: "bare SDK pipeline (BatchSpanProcessor -> OTLP/gRPC)",
     PROFILED: "profiled (defaults: enriched spans and metrics)",
     NO_METRICS: "profiled, metrics off",
+    NO_ENRICH: "profiled, enriched spans off",
 }
+BEFORE = " (before)"
 GOAL_PROCESS_EXTRA = 0.6
 GOAL_APP_THREAD_EXTRA = 0.10
 SPANS_PER_TRACE = 12
@@ -194,7 +202,10 @@ def _run(variant: str, endpoint: str, spans: int) -> dict[str, Any]:
         reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=endpoint, insecure=True))
         meter_provider = MeterProvider(metric_readers=[reader])
         profiler = AgentProfilerSpanProcessor(
-            downstream=[batch], meter_provider=meter_provider, metrics_enabled=variant == PROFILED
+            downstream=[batch],
+            meter_provider=meter_provider,
+            metrics_enabled=variant != NO_METRICS,
+            enrich_spans=variant != NO_ENRICH,
         )
         provider.add_span_processor(profiler)
     tracer = provider.get_tracer("bench_live_realistic")
@@ -260,13 +271,15 @@ def _run(variant: str, endpoint: str, spans: int) -> dict[str, Any]:
 # -- the comparison -----------------------------------------------------------------------------
 
 
-def _child(variant: str, endpoint: str, spans: int) -> dict[str, Any]:
+def _child(variant: str, endpoint: str, spans: int, tree: Path) -> dict[str, Any]:
+    """One run in a fresh process, with the package found in ``tree``."""
+    path = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
     completed = subprocess.run(
         [sys.executable, __file__, "--child", variant, "--endpoint", endpoint, "--spans", str(spans)],
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "OTEL_SDK_DISABLED": "false"},
+        env={**os.environ, "OTEL_SDK_DISABLED": "false", "PYTHONPATH": path},
     )
     if completed.returncode != 0:
         raise SystemExit(f"{variant} run failed:\n{completed.stderr}")
@@ -293,7 +306,13 @@ def main() -> int:
         "--variants",
         choices=("default", "all"),
         default="default",
-        help="bare and profiled (default), or also profiled with metrics off (all)",
+        help="bare and profiled (default), or also profiled with metrics off and with enriched spans off (all)",
+    )
+    parser.add_argument(
+        "--before",
+        metavar="DIR",
+        type=Path,
+        help="also run the profiled variants with the otel_agent_profiler package in DIR (another checkout)",
     )
     parser.add_argument("--json", metavar="FILE", help="also write every run's figures to FILE")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -302,12 +321,20 @@ def main() -> int:
     if args.child:
         print(json.dumps(_run(args.child, args.endpoint, args.spans)))
         return 0
-    variants = [BARE, PROFILED] + ([NO_METRICS] if args.variants == "all" else [])
-    runs: dict[str, list[dict[str, Any]]] = {variant: [] for variant in variants}
+    if args.before is not None and not (args.before / "otel_agent_profiler").is_dir():
+        parser.error(f"--before: no otel_agent_profiler package in {args.before}")
+    here = Path(__file__).resolve().parent.parent
+    profiled = [PROFILED] + ([NO_METRICS, NO_ENRICH] if args.variants == "all" else [])
+    # (label, variant, where the package comes from)
+    plan = [(BARE, BARE, here)] + [(variant, variant, here) for variant in profiled]
+    if args.before is not None:
+        plan += [(variant + BEFORE, variant, args.before) for variant in profiled]
+    variants = [label for label, _, _ in plan]
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label in variants}
     with _collector() as endpoint:
         for number in range(args.repeat):
-            for variant in variants:
-                runs[variant].append(_child(variant, endpoint, args.spans))
+            for label, variant, tree in plan:
+                runs[label].append(_child(variant, endpoint, args.spans, tree))
             print(f"round {number + 1} of {args.repeat} done", file=sys.stderr)
     spans = runs[BARE][0]["spans"]
     per = 1e6 / spans
@@ -319,7 +346,8 @@ def main() -> int:
     for variant in variants:
         process = _min_median(runs[variant], "process_s")
         app = _min_median(runs[variant], "app_thread_s")
-        print(f"  {LABELS[variant]}:")
+        label = LABELS[variant.removesuffix(BEFORE)] + (BEFORE if variant.endswith(BEFORE) else "")
+        print(f"  {label}:")
         line = f"    process CPU        {process[0] * per:6.1f} / {process[1] * per:6.1f} us/span"
         if variant != BARE:
             line += _ratios(process, base["process_s"], GOAL_PROCESS_EXTRA)
