@@ -251,7 +251,7 @@ def _memory_per_buffered_span(traces: int) -> tuple[float, float]:
     return total / spans, ours / spans
 
 
-class _Collector:
+class Collector:
     """A real OTLP collector (rotel) that drops what it receives: the far end of an OTLP export."""
 
     def __enter__(self) -> str:
@@ -360,7 +360,7 @@ def main() -> int:
             _compare(chain_label, args.traces, args.repeat, None, None, paced)
             _compare(agent_label, agent_traces, args.repeat, runs, None, paced)
     if args.export in ("otlp", "both"):
-        with _Collector() as endpoint:
+        with Collector() as endpoint:
             for paced in modes:
                 _compare(chain_label, args.traces, args.repeat, None, endpoint, paced)
                 _compare(agent_label, agent_traces, args.repeat, runs, endpoint, paced)

@@ -46,9 +46,6 @@ from .span_tree import depth_first
 #: around the call (LangGraph's node starts about 1 ms before its model call and ends 2-6 ms after).
 WRAPPER_SLACK_NS = 10_000_000
 
-#: Attributes that make a CLIENT span an HTTP request: the current HTTP conventions' and the older ones.
-_HTTP_METHOD_KEYS = ("http.request.method", "http.method")
-
 _CALL_CATEGORIES = (LLM, EMBEDDING)
 
 #: Where a request to a model API goes: the URL path's end, in the OpenAI-compatible and Anthropic APIs.
@@ -64,7 +61,9 @@ def is_http_client_span(span: SpanProfile) -> bool:
     if record.kind is not SpanKind.CLIENT:
         return False
     attributes = record.attributes
-    return any(key in attributes for key in _HTTP_METHOD_KEYS)
+    # The current HTTP conventions' method attribute and the older one. Two lookups rather than
+    # any() over a tuple: the generator costs several times as much, for every span of every trace.
+    return "http.request.method" in attributes or "http.method" in attributes
 
 
 def mark_transport_spans(spans: list[SpanProfile]) -> None:

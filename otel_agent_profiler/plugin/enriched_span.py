@@ -48,13 +48,13 @@ class EnrichedSpan(ReadableSpan):
         if state is None or type(inner) is not dict or ATTRIBUTES_FIELD not in state:
             return cls(original, extra)
         span = object.__new__(cls)
-        # Field by field rather than through ``__dict__``: CPython then keeps the values inline
-        # in the object, with no separate dict for the garbage collector to track and free.
-        for name, value in state.items():
-            setattr(span, name, value)
-        setattr(span, ATTRIBUTES_FIELD, {**extra, **inner})  # originals win: they are never changed
+        # One copy of the instance dict, in C, is about twice as fast as setting the fields one
+        # by one; the worker makes a copy of every span it exports.
+        fields = state.copy()
+        fields[ATTRIBUTES_FIELD] = {**extra, **inner}  # originals win: they are never changed
         # Events and links are the original's bounded lists, which keep their own dropped counts.
-        span._dropped = (original.dropped_attributes, -1, -1)
+        fields["_dropped"] = (original.dropped_attributes, -1, -1)
+        span.__dict__ = fields
         return span
 
     # Exporters report what the SDK dropped; the copy must not hide it. The counts are kept

@@ -209,9 +209,6 @@ class AgentProfilerSpanProcessor(SpanProcessor):
 
     # -- the application's thread: O(1) per span ----------------------------------------
 
-    def _sampled(self, trace_id: int) -> bool:
-        return self._sample_all or (trace_id & _TRACE_ID_LIMIT) < self._sample_bound
-
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if self._out.with_on_start:
             self._out.on_start(span, parent_context)
@@ -222,7 +219,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 # Started with the first span, so the wait for incomplete traces runs from then on.
                 self._ensure_worker()
             context = span.context
-            if not self._sampled(context.trace_id):
+            # _sampled, inlined: this runs for every span on the application's thread.
+            if not self._sample_all and (context.trace_id & _TRACE_ID_LIMIT) >= self._sample_bound:
                 return
             for group in self._buffer.span_started(context.trace_id, context.span_id):
                 self._hand_to_worker(group)
@@ -234,7 +232,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 self._export((span,))
                 return
             context = span.context
-            if not self._sampled(context.trace_id):
+            if not self._sample_all and (context.trace_id & _TRACE_ID_LIMIT) >= self._sample_bound:
                 next(self._sampled_out)
                 self._export((span,))
                 if self._worker is None:

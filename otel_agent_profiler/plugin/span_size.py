@@ -12,7 +12,7 @@ half a microsecond for a handful of attributes).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -53,10 +53,10 @@ def _attributes_bytes(attributes: Any) -> int:
     return _values_bytes(attributes.values())
 
 
-def _values_bytes(values: Iterable[Any]) -> int:
-    total = 0
+def _values_bytes(values: Collection[Any]) -> int:
+    # The share per attribute in one multiplication: the loop then only adds lengths.
+    total = ATTRIBUTE_BYTES * len(values)
     for value in values:
-        total += ATTRIBUTE_BYTES
         kind = value.__class__
         if kind is str or kind is bytes:
             total += len(value)
