@@ -11,10 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-from ..core.context_window import parse_context_windows, with_built_in_context_windows
 from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, parse_prices, with_built_in_prices
 from ..core.units import plural
-from ..offline.atomic_files import replaced_atomically
 from ..offline.workers import MAX_AUTO_WORKERS, MIN_SPANS_FOR_WORKERS
 from ..plugin.environment_variables import OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, OTEL_AGENT_PROFILER_PRICES
 
@@ -124,8 +122,17 @@ def argument_type(parse: Callable[[str], _T], name: str) -> Callable[[str], _T]:
 
 #: A price table: JSON text or the path of a JSON file (the format of OTEL_AGENT_PROFILER_PRICES).
 prices = argument_type(parse_prices, "prices")
+
+
+def _parse_context_windows(text: str) -> dict[str, int]:
+    # Imported when used: the module reads the findings' defaults, which `--help` does not need.
+    from ..core.context_window import parse_context_windows
+
+    return parse_context_windows(text)
+
+
 #: Context windows: JSON text or the path of a JSON file (the format of OTEL_AGENT_PROFILER_CONTEXT_WINDOWS).
-context_windows = argument_type(parse_context_windows, "context windows")
+context_windows = argument_type(_parse_context_windows, "context windows")
 
 
 # Options several commands have.
@@ -252,7 +259,9 @@ def resolve_context_windows(
 ) -> dict[str, int]:
     """The windows a command uses: ``--context-windows``, else $OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, over
     the built-in ones. Raises ``ValueError`` naming the variable when it is set but unusable."""
-    given = given_or_variable(given, OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, parse_context_windows, environ)
+    from ..core.context_window import with_built_in_context_windows
+
+    given = given_or_variable(given, OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, _parse_context_windows, environ)
     return with_built_in_context_windows(given)
 
 
@@ -407,6 +416,8 @@ def write_streamed(path: str | None, write: Callable[[BinaryIO], None]) -> bool:
             _standard_output_failed(exc)
             return False
         return True
+    from ..offline.atomic_files import replaced_atomically
+
     try:
         with replaced_atomically(path, buffering=1 << 20) as binary:
             write(binary)

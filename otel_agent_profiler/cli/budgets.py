@@ -15,21 +15,17 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..core import TraceProfile
 from ..core.categories import CATEGORIES
-from ..core.findings import (
-    BUDGET_EXCEEDED,
-    Finding,
-    FindingOptions,
-    JSONValue,
-    WhatIfProjection,
-    find_budget_overruns,
-    format_duration,
-    what_ifs_together,
-)
-from ..core.units import plural
+from ..core.units import format_duration, plural
 from .arguments import EXIT_BUDGET_EXCEEDED, PROG
+
+# The findings are imported where they are used: the options here are in every command's `--help`,
+# which does not need them.
+if TYPE_CHECKING:
+    from ..core import TraceProfile
+    from ..core.findings import Finding, FindingOptions, JSONValue, WhatIfProjection
 
 #: The measures of ``--budget``, as written on the command line.
 MEASURES = ("cost", "duration", "tokens")
@@ -158,6 +154,8 @@ def finding_options(
 ) -> FindingOptions:
     """The findings' options with the given budgets (a later budget on the same measure wins) and
     context windows (None: the built-in ones)."""
+    from ..core.findings import FindingOptions
+
     trace: dict[str, float] = {}
     categories: dict[str, dict[str, float]] = {}
     core_measure = {"cost": "cost_usd", "duration": "critical_path_ms", "tokens": "tokens"}
@@ -186,6 +184,8 @@ def overruns(
     """
     if not has_budgets(options):
         return 0
+    from ..core.findings import find_budget_overruns
+
     by_trace: dict[str, Sequence[Finding]] = {}
     for profile in profiles:
         found = findings.get(profile.trace_id) if findings is not None else None
@@ -195,6 +195,8 @@ def overruns(
 
 def print_overruns(findings: Mapping[str, Sequence[Finding]]) -> int:
     """Print a line on standard error per budget overrun among ``findings`` (by trace id); how many there were."""
+    from ..core.findings import BUDGET_EXCEEDED
+
     count = 0
     for trace_id, found in findings.items():
         for finding in found:
@@ -217,6 +219,8 @@ def projections(profiles: Iterable[TraceProfile], changes: Sequence[tuple[str, f
     """Every trace with the what-ifs applied together, by trace id (empty without what-ifs)."""
     if not changes:
         return {}
+    from ..core.findings import what_ifs_together
+
     return {profile.trace_id: what_ifs_together(profile, changes) for profile in profiles}
 
 

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import argparse
 import errno
-import logging
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from ..core.context_window import parse_context_windows, with_built_in_context_windows
 from ..core.pricing import BUILT_IN_PRICES_AS_OF, parse_prices, with_built_in_prices
-from ..live.profile_options import ProfileOptions, make_classifier, parse_category_overrides
 from ..plugin.environment_variables import (
     OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES,
     OTEL_AGENT_PROFILER_CONTEXT_WINDOWS,
@@ -36,6 +34,9 @@ from .arguments import (
     positive_int,
     prices,
 )
+
+if TYPE_CHECKING:
+    from ..live.profile_options import CategoryOverrides, ProfileOptions
 
 #: --max-upstream-request-bytes by default: the forwarder's own default (``service.forwarder``, not imported
 #: here so that the other commands do not load gRPC; a test keeps the two equal).
@@ -269,8 +270,17 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
 
 #: ``KEY=VALUE`` of --upstream-header; the message never repeats the value, which may be a secret.
 upstream_header = argument_type(header_option, "header")
+
+
+def _parse_category_overrides(text: str) -> CategoryOverrides:
+    # Imported when used, as in profile_options: the profile's options load the analysis core.
+    from ..live.profile_options import parse_category_overrides
+
+    return parse_category_overrides(text)
+
+
 #: ``pattern=category,...`` (the format of OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES).
-category_overrides = argument_type(parse_category_overrides, "category overrides")
+category_overrides = argument_type(_parse_category_overrides, "category overrides")
 
 
 def profile_options(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ProfileOptions:
@@ -281,6 +291,9 @@ def profile_options(args: argparse.Namespace, environ: Mapping[str, str] | None 
     Raises ``ValueError`` naming the variable when a variable is set but unusable: serve is a
     command, so a bad setting stops it at the start (exit code 2), as the offline commands do.
     """
+    from ..core.context_window import parse_context_windows, with_built_in_context_windows
+    from ..live.profile_options import ProfileOptions, make_classifier, parse_category_overrides
+
     overrides = given_or_variable(
         args.category_overrides, OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES, parse_category_overrides, environ
     )
@@ -343,6 +356,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         error(f"cannot serve: {exc}")
         return EXIT_BAD_INPUT
+    import logging
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServeConfig(
         host=args.host,

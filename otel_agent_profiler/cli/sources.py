@@ -14,7 +14,6 @@ import sys
 import time
 import urllib.parse
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..offline.inputs import OfflineInputs, PrometheusSource, StoreSource
@@ -67,6 +66,8 @@ def moment_ns(text: str) -> int:
         return int(float(stripped) * _NS_PER_S)
     except ValueError:
         pass
+    from datetime import datetime, timezone
+
     try:
         moment = datetime.fromisoformat(stripped.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:

@@ -26,10 +26,8 @@ from ..core.profile import TraceProfile
 from ..core.records import SpanRecord
 from ..core.span_tree import group_by_trace
 from .loading import READING, FileRead, LoadProgress, files_read, profile_groups
+from .options import ON_DISK_BYTES as ON_DISK_BYTES
 
-#: JSON Lines inputs larger than this in all are profiled on disk unless told otherwise: in memory
-#: they would take about seven times their size.
-ON_DISK_BYTES = 256 * 2**20
 #: About this much input goes to each shard; a shard takes several times its size to profile.
 _INPUT_BYTES_PER_SHARD = 16 * 2**20
 _MIN_SHARDS = 4

@@ -10,7 +10,6 @@ in the calling process, with the same results.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
@@ -18,7 +17,10 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import multiprocessing.context
 
 Result = TypeVar("Result")
 
@@ -76,6 +78,9 @@ def worker_context() -> multiprocessing.context.BaseContext:
     the command took 0.65x (200 against 1,500 spans) and 0.8x (10,600 against 10,600) the time it
     took with spawned workers.
     """
+    # Imported here: most runs start no worker, and the module costs every command's start-up.
+    import multiprocessing
+
     if can_fork() and _threads_after_ending() == 1:
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")

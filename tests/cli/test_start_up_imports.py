@@ -1,0 +1,113 @@
+"""Each command imports only what it uses, so that start-up does not grow with the package's features.
+
+Every invocation pays for what it imports: `--help` of any command and `analyze` of a small file
+loaded about 390 modules (gRPC, protobuf, asyncio, the whole analysis for a help text) and took
+about 250 ms over a bare `python -c pass`. These tests run the command line in a fresh interpreter
+and name the modules it must not have loaded: heavy libraries that only some commands need, and
+for `--help` the analysis itself. A new import at the top of a shared module fails them by name.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.paths import ROOT
+
+SMALL_TRACE = ROOT / "examples" / "traces" / "research-agent.otlp.json"
+COMMANDS = ("analyze", "export", "diff", "report", "serve")
+
+#: Libraries no offline command reading a small OTLP JSON file needs: the data frames (only
+#: `diff`, the summary JSON and `--prefix-cache`), `serve`'s servers and protobuf, the SDK (only the
+#: in-process plugin), the store clients, Parquet, and worker processes (only for large inputs).
+HEAVY_LIBRARIES = (
+    "pandas",
+    "numpy",
+    "pyarrow",
+    "grpc",
+    "aiohttp",
+    "asyncio",
+    "google.protobuf",
+    "opentelemetry",
+    "requests",
+    "urllib3",
+    "prometheus_client",
+    "multiprocessing",
+    "concurrent.futures.process",
+    "otel_agent_profiler.analytics",
+    "otel_agent_profiler.service.app",
+    "otel_agent_profiler.service.forwarder",
+    "otel_agent_profiler.service.signals",
+    "otel_agent_profiler.plugin.processor",
+    "otel_agent_profiler.live.profiling",
+    "otel_agent_profiler.stores.http",
+)
+
+#: What `--help` needs none of either: reading trace files, the analysis, the findings and the
+#: reports (a help text names a few of their constants, which live in small modules of their own).
+ANALYSIS = (
+    "msgspec",
+    "otel_agent_profiler.adapters.files",
+    "otel_agent_profiler.core.analyze",
+    "otel_agent_profiler.core.findings.all_findings",
+    "otel_agent_profiler.core.profile",
+    "otel_agent_profiler.offline.loading",
+    "otel_agent_profiler.report.text",
+    "otel_agent_profiler.report.cross_trace",
+)
+
+# Runs the command line as `otel-agent-profiler` does, then writes the names of the loaded modules.
+_LOADED_MODULES = """
+import sys
+from otel_agent_profiler.cli import main
+out = sys.argv.pop(1)
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+with open(out, "w", encoding="utf-8") as file:
+    file.write("\\n".join(sorted(sys.modules)))
+"""
+
+
+def loaded_modules(tmp_path_factory: pytest.TempPathFactory, *arguments: str) -> set[str]:
+    """The modules a fresh interpreter has loaded after running the command line with ``arguments``."""
+    out = tmp_path_factory.mktemp("modules") / "loaded.txt"
+    subprocess.run(
+        [sys.executable, "-c", _LOADED_MODULES, str(out), *arguments],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    return set(out.read_text(encoding="utf-8").splitlines())
+
+
+def forbidden_in(loaded: set[str], forbidden: tuple[str, ...]) -> list[str]:
+    """The modules of ``forbidden`` (each name with its submodules) that were loaded."""
+    return sorted(name for name in loaded if any(name == top or name.startswith(f"{top}.") for top in forbidden))
+
+
+@pytest.mark.parametrize("command", [(), *((name,) for name in COMMANDS)], ids=["otel-agent-profiler", *COMMANDS])
+def test_help_loads_no_heavy_library_and_not_the_analysis(
+    command: tuple[str, ...], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    loaded = loaded_modules(tmp_path_factory, *command, "--help")
+    assert "otel_agent_profiler.cli" in loaded  # the probe ran the command line
+    assert forbidden_in(loaded, HEAVY_LIBRARIES + ANALYSIS) == []
+
+
+@pytest.mark.parametrize("output", [(), ("--format", "json")], ids=["text", "json"])
+def test_analyze_of_a_small_file_loads_no_heavy_library(
+    output: tuple[str, ...], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    loaded = loaded_modules(tmp_path_factory, "analyze", *output, str(SMALL_TRACE))
+    assert "otel_agent_profiler.core.analyze" in loaded  # it did analyse the file
+    assert forbidden_in(loaded, HEAVY_LIBRARIES) == []
+
+
+def test_the_check_names_a_forbidden_module_and_its_submodules_only() -> None:
+    loaded = {"grpc", "grpc._cython", "grpcio_tools", "numpy.linalg", "json"}
+    assert forbidden_in(loaded, ("grpc", "numpy")) == ["grpc", "grpc._cython", "numpy.linalg"]
