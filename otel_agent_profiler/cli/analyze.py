@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..offline.options import ON_DISK_BYTES, AnalyzeOptions
+from ..offline.limits import ON_DISK_BYTES
 from ..report.defaults import DEFAULT_TOP, MANY_TRACES, REPORT_MAX_LINES
 from ..report.progress import Progress, progress_enabled
 from . import arguments, budgets, sources
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..core import TraceProfile
     from ..core.findings import Finding, WhatIfProjection
     from ..offline.analysis import InMemoryAnalysis
+    from ..offline.options import AnalyzeOptions
     from ..report.json_stream import Encoded
 
 HELP = "profile the traces in exported trace files or a trace store"
@@ -157,6 +158,7 @@ def _encoded_traces(
 def analyze_options(args: argparse.Namespace, context_windows: Mapping[str, int]) -> AnalyzeOptions:
     """The options of ``analyze``, each decided here once from its arguments (and the windows
     ``arguments.resolve_context_windows`` chose)."""
+    from ..offline.options import AnalyzeOptions
     from ..report.text import can_draw
 
     stream = sys.stdout if args.output is None else None

@@ -8,14 +8,12 @@ command exit with ``EXIT_BUDGET_EXCEEDED``, so CI can gate on it. What-ifs are a
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import re
 import sys
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..core.categories import CATEGORIES
 from ..core.units import format_duration, plural
@@ -35,9 +33,12 @@ _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(ms|s|m)\s*
 _BUDGET_USAGE = "expected MEASURE=LIMIT or CATEGORY.MEASURE=LIMIT, such as cost=0.50, duration=30s or llm.tokens=100000"
 
 
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """One ``--budget``: a limit on a measure of the trace, or of one category of its spans."""
+class Budget(NamedTuple):
+    """One ``--budget``: a limit on a measure of the trace, or of one category of its spans.
+
+    A named tuple, not a dataclass: defining a dataclass costs every start-up of the command line
+    the import of ``dataclasses`` (and ``inspect``) before any option is read.
+    """
 
     #: ``cost`` (US dollars), ``duration`` (milliseconds) or ``tokens``.
     measure: str
@@ -154,6 +155,8 @@ def finding_options(
 ) -> FindingOptions:
     """The findings' options with the given budgets (a later budget on the same measure wins) and
     context windows (None: the built-in ones)."""
+    import dataclasses
+
     from ..core.findings import FindingOptions
 
     trace: dict[str, float] = {}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 from typing import TYPE_CHECKING, Any
 
 from ..core.units import plural
@@ -297,6 +296,8 @@ def run(args: argparse.Namespace) -> int:
             "untested_rows": comparison.untested_rows,
             "rows": table.to_dict(orient="records"),
         }
+        import json
+
         report = json.dumps(document, indent=2, default=str) + "\n"
     else:
         runs = f"{plural(baseline_runs, 'baseline run')}, {plural(candidate_runs, 'candidate run')}"

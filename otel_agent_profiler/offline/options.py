@@ -8,10 +8,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..core.findings import FindingOptions
 
-#: JSON Lines inputs larger than this in all are profiled on disk unless told otherwise: in memory
-#: they would take about seven times their size.
-ON_DISK_BYTES = 256 * 2**20
-
 
 @dataclass(frozen=True)
 class AnalyzeOptions:

@@ -19,15 +19,14 @@ from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .limits import MAX_AUTO_WORKERS as MAX_AUTO_WORKERS
+from .limits import MIN_SPANS_FOR_WORKERS as MIN_SPANS_FOR_WORKERS
+
 if TYPE_CHECKING:
     import multiprocessing.context
 
 Result = TypeVar("Result")
 
-#: Below this many spans starting processes costs more than it saves.
-MIN_SPANS_FOR_WORKERS = 20_000
-#: The most workers chosen without being asked: more rarely pay for their memory.
-MAX_AUTO_WORKERS = 8
 #: How many items a worker takes at a time: enough to make sending results cheap, few enough
 #: that the workers finish together.
 _CHUNKS_PER_WORKER = 16
