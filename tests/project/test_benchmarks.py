@@ -112,3 +112,14 @@ def test_serve_soak_benchmark_prints_the_rss_ratio_and_what_was_delivered() -> N
     sent, delivered, lost = (int(group.replace(",", "")) for group in match.groups())
     assert sent >= 3000 and delivered == sent and lost == 0, out
     assert "serve exited 0" in out, out
+
+
+@pytest.mark.e2e
+def test_startup_benchmark_prints_every_command_over_the_baseline() -> None:
+    out = bench("bench_startup.py", "--repeat", "7")
+    assert re.search(r"^python -c pass \(baseline\): min [\d.]+ ms, median [\d.]+ ms \(56 runs\)$", out, re.M), out
+    labels = ["--help", *(f"{name} --help" for name in ("analyze", "export", "diff", "report", "serve"))]
+    labels += ["analyze (small trace, text)", "analyze (small trace, json)"]
+    for label in labels:
+        figures = r" +-?[\d.]+ ms +-?[\d.]+ ms +[\d.]+x +[\d.]+x  <= \d+ ms over: (met|missed)$"
+        assert re.search("^" + re.escape(label) + figures, out, re.M), (label, out)
