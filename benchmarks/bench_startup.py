@@ -9,7 +9,11 @@ milliseconds over the baseline's and as a ratio to it, and whether the goals are
 median): at most 60 ms over the baseline for every ``--help`` and 120 ms for ``analyze`` of the
 small trace.
 
-    python benchmarks/bench_startup.py [--repeat 9]
+``--instructions`` also counts the instructions one run of each executes (valgrind's callgrind
+tool, which must be installed), in millions over the baseline's: unlike the times, the counts do
+not depend on what else the machine runs.
+
+    python benchmarks/bench_startup.py [--repeat 9] [--instructions]
 
 The command runs as ``python -m otel_agent_profiler``; PYTHONPATH picks which copy of the
 package (the benchmark's own environment otherwise).
@@ -19,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -57,12 +63,35 @@ def wall_time_s(argv: list[str], output: Path) -> float:
         return time.perf_counter() - start
 
 
+def instructions(argv: list[str], output: Path) -> int:
+    """Instructions one run of ``argv`` executes, counted by valgrind's callgrind; fails if it fails."""
+    with output.open("wb") as stdout:
+        completed = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            # The same hashes every run: the count then repeats to the last few thousand instructions.
+            env={**ENVIRONMENT, "PYTHONHASHSEED": "0"},
+            cwd=output.parent,
+            check=True,
+        )
+    found = re.search(rb"Collected : (\d+)", completed.stderr)
+    if found is None:
+        raise RuntimeError(f"valgrind printed no instruction count for {argv}")
+    return int(found.group(1))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--repeat", type=int, default=9, help="runs of each command and of the baseline (at least 7)")
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count each run's instructions (needs valgrind)"
+    )
     args = parser.parse_args()
     if args.repeat < 7:
         parser.error("--repeat must be at least 7")
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind, which is not installed")
     timed = cases()
     baseline: list[float] = []
     runs: dict[str, list[float]] = {label: [] for label, _, _ in timed}
@@ -76,6 +105,8 @@ def main() -> int:
             for label, argv, _ in timed:
                 baseline.append(wall_time_s(BASELINE, output))
                 runs[label].append(wall_time_s(argv, output))
+        counts = {label: instructions(argv, output) for label, argv, _ in timed} if args.instructions else {}
+        base_count = instructions(BASELINE, output) if args.instructions else 0
     base_min, base_median = min(baseline), statistics.median(baseline)
     print(
         f"python -c pass (baseline): min {base_min * 1000:.1f} ms, median {base_median * 1000:.1f} ms "
@@ -90,6 +121,10 @@ def main() -> int:
             f"{label:<30} {over_min_ms:>6.1f} ms {over_median_ms:>9.1f} ms {least / base_min:>9.2f}x "
             f"{middle / base_median:>12.2f}x  <= {goal_ms:.0f} ms over: {'met' if met else 'missed'}"
         )
+    if counts:
+        print(f"instructions (valgrind): python -c pass {base_count / 1e6:.0f} million")
+        for label, count in counts.items():
+            print(f"{label:<30} {(count - base_count) / 1e6:>6.0f} million over = {count / base_count:.2f}x")
     return 0
 
 

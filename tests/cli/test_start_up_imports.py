@@ -5,6 +5,7 @@ loaded about 390 modules (gRPC, protobuf, asyncio, the whole analysis for a help
 about 250 ms over a bare `python -c pass`. These tests run the command line in a fresh interpreter
 and name the modules it must not have loaded: heavy libraries that only some commands need, and
 for `--help` the analysis itself. A new import at the top of a shared module fails them by name.
+The parser builds only the options of the command being run; its help stays the full parser's.
 """
 
 from __future__ import annotations
