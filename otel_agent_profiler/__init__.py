@@ -4,35 +4,39 @@ Self time, critical path and category breakdowns (llm, tool, agent, retrieval, e
 memory, internal) of OpenTelemetry traces, with tokens and time to first token beside them.
 """
 
+from __future__ import annotations
+
 import importlib as _importlib
 from collections.abc import Iterable as _Iterable
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 from ._version import __version__
-from .adapters import TraceFile, read_trace_file
-from .adapters.recorded_attributes import RECORDED_ATTRIBUTES as _RECORDED_ATTRIBUTES
-from .core import (
-    CATEGORIES,
-    Anomaly,
-    ModelPrice,
-    PriceTable,
-    SpanEvent,
-    SpanKind,
-    SpanLink,
-    SpanProfile,
-    SpanRecord,
-    StatusCode,
-    TokenUsage,
-    TraceProfile,
-    classify,
-    profiles_to_dict,
-    trace_to_dict,
-)
-from .core import Classifier as _Classifier
-from .core import profile_records as _core_profile_records
-from .core import profile_trace as _core_profile_trace
-from .errors import AgentProfilerError
+from .core.categories import classify
+
+if _TYPE_CHECKING:
+    from .adapters import TraceFile, read_trace_file
+    from .core import (
+        CATEGORIES,
+        Anomaly,
+        ModelPrice,
+        PriceTable,
+        SpanEvent,
+        SpanKind,
+        SpanLink,
+        SpanProfile,
+        SpanRecord,
+        StatusCode,
+        TokenUsage,
+        TraceProfile,
+        profiles_to_dict,
+        trace_to_dict,
+    )
+    from .core import Classifier as _Classifier
+    from .errors import AgentProfilerError
+    from .plugin.decorators import agent, agent_span, profiled_span, tool, tool_span, traced
+    from .plugin.processor import AgentProfilerSpanProcessor
+    from .plugin.wiring import install
 
 
 def profile_trace(
@@ -45,7 +49,10 @@ def profile_trace(
     on the spans, a cost ATIF billed or a server load a live profiler met, is read as
     ``otel-agent-profiler`` writes it (``core.profile_trace`` reads only what its ``recorded=`` reads).
     """
-    return _core_profile_trace(records, classifier, prices, recorded=_RECORDED_ATTRIBUTES)
+    from .adapters.recorded_attributes import RECORDED_ATTRIBUTES
+    from .core.analyze import profile_trace as core_profile_trace
+
+    return core_profile_trace(records, classifier, prices, recorded=RECORDED_ATTRIBUTES)
 
 
 def profile_records(
@@ -53,33 +60,49 @@ def profile_records(
 ) -> list[TraceProfile]:
     """Profile every trace found in ``records``, ordered by start time, then trace id (arguments and
     what is read of earlier recordings: see ``profile_trace``)."""
-    return _core_profile_records(records, classifier, prices, recorded=_RECORDED_ATTRIBUTES)
+    from .adapters.recorded_attributes import RECORDED_ATTRIBUTES
+    from .core.analyze import profile_records as core_profile_records
+
+    return core_profile_records(records, classifier, prices, recorded=RECORDED_ATTRIBUTES)
 
 
-if _TYPE_CHECKING:
-    from .plugin.decorators import agent, agent_span, profiled_span, tool, tool_span, traced
-    from .plugin.processor import AgentProfilerSpanProcessor
-    from .plugin.wiring import install
-
-# The in-process plugin loads the OpenTelemetry SDK: imported on first use, so that the command
-# line (which never needs it) starts a few hundred milliseconds sooner.
-_PLUGIN = {
-    "agent": "decorators",
-    "agent_span": "decorators",
-    "profiled_span": "decorators",
-    "tool": "decorators",
-    "tool_span": "decorators",
-    "traced": "decorators",
-    "AgentProfilerSpanProcessor": "processor",
-    "install": "wiring",
+# Each name is imported from its module on first use, so that the command line, which imports
+# this package first, loads only what its command needs. The in-process plugin loads the
+# OpenTelemetry SDK, which the command line never needs.
+_EXPORTED_FROM = {
+    "TraceFile": "adapters",
+    "read_trace_file": "adapters",
+    "CATEGORIES": "core",
+    "Anomaly": "core",
+    "ModelPrice": "core",
+    "PriceTable": "core",
+    "SpanEvent": "core",
+    "SpanKind": "core",
+    "SpanLink": "core",
+    "SpanProfile": "core",
+    "SpanRecord": "core",
+    "StatusCode": "core",
+    "TokenUsage": "core",
+    "TraceProfile": "core",
+    "profiles_to_dict": "core",
+    "trace_to_dict": "core",
+    "AgentProfilerError": "errors",
+    "agent": "plugin.decorators",
+    "agent_span": "plugin.decorators",
+    "profiled_span": "plugin.decorators",
+    "tool": "plugin.decorators",
+    "tool_span": "plugin.decorators",
+    "traced": "plugin.decorators",
+    "AgentProfilerSpanProcessor": "plugin.processor",
+    "install": "plugin.wiring",
 }
 
 
 def __getattr__(name: str) -> _Any:
-    module = _PLUGIN.get(name)
+    module = _EXPORTED_FROM.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(f".plugin.{module}", __name__), name)
+    value = getattr(_importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
 

@@ -20,7 +20,6 @@ Every such span carries ``agent_profiler.timing = "estimated"`` so reports can s
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Mapping
@@ -46,6 +45,8 @@ def is_atif_list(document: Any) -> bool:
 
 
 def _id(*parts: object, size: int) -> str:
+    import hashlib  # here: reading any trace file loads this module, and only ATIF needs hashlib
+
     return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()[: 2 * size]
 
 

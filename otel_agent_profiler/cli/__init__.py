@@ -43,7 +43,9 @@ class _OneLineErrors(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of the command line; given the arguments it will parse, only the command they name
+    gets its options (the others' are never read, and building all of them cost every start-up)."""
     # No abbreviated options: `analyze --trace ID` was taken for `--trace-id` (a trace store's), and an
     # abbreviation that works today would mean another option once a longer one is added.
     parser = _OneLineErrors(
@@ -61,16 +63,24 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    named = None if argv is None else _command_named(argv)
     for name, command in _COMMANDS.items():
-        command.add_arguments(
-            commands.add_parser(name, help=command.HELP, description=command.DESCRIPTION, allow_abbrev=False)
-        )
+        subparser = commands.add_parser(name, help=command.HELP, description=command.DESCRIPTION, allow_abbrev=False)
+        if argv is None or name == named:
+            command.add_arguments(subparser)
     return parser
+
+
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs: its first argument that is not an option (the top level's options,
+    --help and --version, take no value); None when there is none."""
+    return next((argument for argument in argv if not argument.startswith("-")), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command ``argv`` names (default: the process's arguments); its exit code."""
-    return _run(_build_parser().parse_args(argv))
+    argv = sys.argv[1:] if argv is None else argv
+    return _run(_build_parser(argv).parse_args(argv))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -92,7 +102,7 @@ def console_main() -> NoReturn:
     so the collector stays off and the process ends without freeing them (as mypy's command line
     does), its output flushed first. ``serve`` runs long and ends as usual.
     """
-    args = _build_parser().parse_args()
+    args = _build_parser(sys.argv[1:]).parse_args()
     if args.command not in _ENDS_WHEN_DONE:
         sys.exit(_run(args))
     gc.disable()

@@ -5,21 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core import TraceProfile
-from ..core.findings import Finding, WhatIfProjection
-from ..core.split_traces import cross_trace_totals, find_split_llm_calls
-from ..errors import CannotAnalyse
-from ..offline.analysis import InMemoryAnalysis, analyze_inputs
-from ..offline.on_disk import ShardedAnalysis, encode_trace
-from ..offline.options import AnalyzeOptions
-from ..offline.shards import ON_DISK_BYTES
-from ..report.cross_trace import DEFAULT_TOP, MANY_TRACES, REPORT_MAX_LINES, render_many_traces
-from ..report.json_stream import Encoded, write_document
+from ..offline.limits import ON_DISK_BYTES
+from ..report.defaults import DEFAULT_TOP, MANY_TRACES, REPORT_MAX_LINES
 from ..report.progress import Progress, progress_enabled
-from ..report.text import can_draw
-from . import analyze_sharded, arguments, budgets, sources
+from . import arguments, budgets, sources
 from .arguments import (
     EXIT_BAD_INPUT,
     error,
@@ -27,6 +18,15 @@ from .arguments import (
     write_output,
     write_streamed,
 )
+
+# The analysis and the reports are imported where they are used: `--help` and the other commands
+# need none of them.
+if TYPE_CHECKING:
+    from ..core import TraceProfile
+    from ..core.findings import Finding, WhatIfProjection
+    from ..offline.analysis import InMemoryAnalysis
+    from ..offline.options import AnalyzeOptions
+    from ..report.json_stream import Encoded
 
 HELP = "profile the traces in exported trace files or a trace store"
 DESCRIPTION = (
@@ -158,6 +158,8 @@ def _encoded_traces(
 ) -> Iterator[Encoded]:
     # One at a time, as they are written: the whole document would take more memory than the profiles.
     # Here, not in the workers: sending the text back costs about what encoding it does.
+    from ..offline.on_disk import encode_trace
+
     for profile in profiles:
         found = findings[profile.trace_id] if findings is not None else None
         yield encode_trace(profile, found, projected.get(profile.trace_id), context_windows)
@@ -166,6 +168,9 @@ def _encoded_traces(
 def analyze_options(args: argparse.Namespace, context_windows: Mapping[str, int]) -> AnalyzeOptions:
     """The options of ``analyze``, each decided here once from its arguments (and the windows
     ``arguments.resolve_context_windows`` chose)."""
+    from ..offline.options import AnalyzeOptions
+    from ..report.text import can_draw
+
     stream = sys.stdout if args.output is None else None
     return AnalyzeOptions(
         format=args.format,
@@ -188,6 +193,11 @@ def analyze_options(args: argparse.Namespace, context_windows: Mapping[str, int]
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..errors import CannotAnalyse
+    from ..offline.analysis import analyze_inputs
+    from ..offline.on_disk import ShardedAnalysis
+    from . import analyze_sharded
+
     inputs = sources.offline_inputs(args)
     context_windows = arguments.context_windows_of(args) if inputs is not None else None
     if inputs is None or context_windows is None:
@@ -213,6 +223,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _write_report(done: InMemoryAnalysis, options: AnalyzeOptions, output: str | None) -> tuple[bool, int]:
     """Write the report of traces profiled in memory: whether it was written, and the budget overruns."""
+    from ..core.split_traces import cross_trace_totals, find_split_llm_calls
+    from ..report.cross_trace import render_many_traces
+    from ..report.json_stream import write_document
+
     loaded, findings, projected = done.loaded, done.findings, done.projected
     profiles = loaded.profiles
     if options.format == "json":

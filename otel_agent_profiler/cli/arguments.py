@@ -9,15 +9,15 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
-from ..core.context_window import parse_context_windows, with_built_in_context_windows
-from ..core.pricing import BUILT_IN_PRICES_AS_OF, PriceTable, parse_prices, with_built_in_prices
+from ..core.price_sources import BUILT_IN_PRICES_AS_OF
 from ..core.units import plural
-from ..offline.atomic_files import replaced_atomically
-from ..offline.workers import MAX_AUTO_WORKERS, MIN_SPANS_FOR_WORKERS
+from ..offline.limits import MAX_AUTO_WORKERS, MIN_SPANS_FOR_WORKERS
 from ..plugin.environment_variables import OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, OTEL_AGENT_PROFILER_PRICES
+
+if TYPE_CHECKING:
+    from ..core.pricing import PriceTable
 
 PROG = "otel-agent-profiler"
 EXIT_OK = 0
@@ -123,10 +123,26 @@ def argument_type(parse: Callable[[str], _T], name: str) -> Callable[[str], _T]:
     return convert
 
 
+def _parse_prices(text: str) -> PriceTable:
+    # Imported when used, as the context windows below: `--help` needs neither table.
+    from ..core.pricing import parse_prices
+
+    return parse_prices(text)
+
+
 #: A price table: JSON text or the path of a JSON file (the format of OTEL_AGENT_PROFILER_PRICES).
-prices = argument_type(parse_prices, "prices")
+prices = argument_type(_parse_prices, "prices")
+
+
+def _parse_context_windows(text: str) -> dict[str, int]:
+    # Imported when used: the module reads the findings' defaults, which `--help` does not need.
+    from ..core.context_window import parse_context_windows
+
+    return parse_context_windows(text)
+
+
 #: Context windows: JSON text or the path of a JSON file (the format of OTEL_AGENT_PROFILER_CONTEXT_WINDOWS).
-context_windows = argument_type(parse_context_windows, "context windows")
+context_windows = argument_type(_parse_context_windows, "context windows")
 
 
 # Options several commands have.
@@ -156,12 +172,16 @@ def trace_files(path: str) -> list[str]:
     """
     if path == "-" or not os.path.isdir(path):
         return [path]
+    from pathlib import Path  # here, as in _walk: `--help` reads no folder
+
     found: list[str] = []
     _walk(str(Path(path)), set(), found)
     return sorted(found)
 
 
 def _walk(folder: str, seen: set[tuple[int, int]], found: list[str]) -> None:
+    from pathlib import Path
+
     try:
         status = os.stat(folder)
         entries = list(os.scandir(folder))
@@ -253,7 +273,9 @@ def resolve_context_windows(
 ) -> dict[str, int]:
     """The windows a command uses: ``--context-windows``, else $OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, over
     the built-in ones. Raises ``ValueError`` naming the variable when it is set but unusable."""
-    given = given_or_variable(given, OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, parse_context_windows, environ)
+    from ..core.context_window import with_built_in_context_windows
+
+    given = given_or_variable(given, OTEL_AGENT_PROFILER_CONTEXT_WINDOWS, _parse_context_windows, environ)
     return with_built_in_context_windows(given)
 
 
@@ -304,7 +326,9 @@ def resolve_prices(given: PriceTable | None, environ: Mapping[str, str] | None =
 
     Raises ``ValueError`` naming the variable when the variable is set but unusable.
     """
-    return with_built_in_prices(given_or_variable(given, OTEL_AGENT_PROFILER_PRICES, parse_prices, environ))
+    from ..core.pricing import with_built_in_prices
+
+    return with_built_in_prices(given_or_variable(given, OTEL_AGENT_PROFILER_PRICES, _parse_prices, environ))
 
 
 def share(text: str) -> float:
@@ -416,6 +440,8 @@ def write_streamed(path: str | None, write: Callable[[BinaryIO], None]) -> bool:
             _standard_output_failed(exc)
             return False
         return True
+    from ..offline.atomic_files import replaced_atomically
+
     try:
         with replaced_atomically(path, buffering=1 << 20) as binary:
             write(binary)

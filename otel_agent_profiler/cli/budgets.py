@@ -8,28 +8,22 @@ command exit with ``EXIT_BUDGET_EXCEEDED``, so CI can gate on it. What-ifs are a
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import re
 import sys
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
-from ..core import TraceProfile
 from ..core.categories import CATEGORIES
-from ..core.findings import (
-    BUDGET_EXCEEDED,
-    Finding,
-    FindingOptions,
-    JSONValue,
-    WhatIfProjection,
-    find_budget_overruns,
-    format_duration,
-    what_ifs_together,
-)
-from ..core.units import plural
+from ..core.units import format_duration, plural
 from .arguments import EXIT_BUDGET_EXCEEDED, PROG
+
+# The findings are imported where they are used: the options here are in every command's `--help`,
+# which does not need them.
+if TYPE_CHECKING:
+    from ..core import TraceProfile
+    from ..core.findings import Finding, FindingOptions, JSONValue, WhatIfProjection
 
 #: The measures of ``--budget``, as written on the command line.
 MEASURES = ("cost", "duration", "tokens")
@@ -39,9 +33,12 @@ _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(ms|s|m)\s*
 _BUDGET_USAGE = "expected MEASURE=LIMIT or CATEGORY.MEASURE=LIMIT, such as cost=0.50, duration=30s or llm.tokens=100000"
 
 
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """One ``--budget``: a limit on a measure of the trace, or of one category of its spans."""
+class Budget(NamedTuple):
+    """One ``--budget``: a limit on a measure of the trace, or of one category of its spans.
+
+    A named tuple, not a dataclass: defining a dataclass costs every start-up of the command line
+    the import of ``dataclasses`` (and ``inspect``) before any option is read.
+    """
 
     #: ``cost`` (US dollars), ``duration`` (milliseconds) or ``tokens``.
     measure: str
@@ -158,6 +155,10 @@ def finding_options(
 ) -> FindingOptions:
     """The findings' options with the given budgets (a later budget on the same measure wins) and
     context windows (None: the built-in ones)."""
+    import dataclasses
+
+    from ..core.findings import FindingOptions
+
     trace: dict[str, float] = {}
     categories: dict[str, dict[str, float]] = {}
     core_measure = {"cost": "cost_usd", "duration": "critical_path_ms", "tokens": "tokens"}
@@ -186,6 +187,8 @@ def overruns(
     """
     if not has_budgets(options):
         return 0
+    from ..core.findings import find_budget_overruns
+
     by_trace: dict[str, Sequence[Finding]] = {}
     for profile in profiles:
         found = findings.get(profile.trace_id) if findings is not None else None
@@ -195,6 +198,8 @@ def overruns(
 
 def print_overruns(findings: Mapping[str, Sequence[Finding]]) -> int:
     """Print a line on standard error per budget overrun among ``findings`` (by trace id); how many there were."""
+    from ..core.findings import BUDGET_EXCEEDED
+
     count = 0
     for trace_id, found in findings.items():
         for finding in found:
@@ -217,6 +222,8 @@ def projections(profiles: Iterable[TraceProfile], changes: Sequence[tuple[str, f
     """Every trace with the what-ifs applied together, by trace id (empty without what-ifs)."""
     if not changes:
         return {}
+    from ..core.findings import what_ifs_together
+
     return {profile.trace_id: what_ifs_together(profile, changes) for profile in profiles}
 
 

@@ -9,22 +9,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import queue
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..adapters.files import TraceFile, read_trace_file
-from ..core.pricing import PriceTable
 from ..core.units import plural
-from ..errors import CannotAnalyse
-from ..offline import READING, cyclic_gc_paused, load_profiles, profile_trace_files
-from ..offline.store_loading import fetch_store
-from ..offline.workers import worker_context
 from ..report.progress import Progress, progress_enabled
 from . import arguments, sources
 from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, error, write_output
+
+# The reading, profiling and worker processes are imported where they are used: `--help` and the
+# other commands need none of them.
+if TYPE_CHECKING:
+    from ..adapters.files import TraceFile
+    from ..core.pricing import PriceTable
 
 #: Exit code when the candidate regressed past the threshold.
 EXIT_REGRESSION = 3
@@ -124,6 +120,8 @@ class _FileSteps:
         self._phase = label
 
     def advance(self, steps: int = 1, detail: str = "") -> None:
+        from ..offline import READING
+
         if self._phase == READING:
             _step(detail)
 
@@ -142,6 +140,7 @@ def _side(
     profiling and one for the span table.
     """
     from ..analytics import span_table
+    from ..offline import cyclic_gc_paused, load_profiles, profile_trace_files
 
     if fetched is None and not files:
         return None, 0, [f"{path}: no trace files (*.json, *.jsonl, *.ndjson) in this folder"]
@@ -171,6 +170,12 @@ _Side = tuple[str, list[str], "list[TraceFile] | None"]
 
 
 def _both_sides(sides: list[_Side], prices: PriceTable, progress: Progress) -> list[tuple[Any, int, list[str]]]:
+    import queue
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from ..offline.workers import worker_context
+
     progress.start("reading and profiling", sum(_steps_of(files, fetched) for _, files, fetched in sides))
     try:
         # Forked when that is safe, else spawned: the one rule of offline.workers.worker_context.
@@ -202,6 +207,10 @@ def _both_sides(sides: list[_Side], prices: PriceTable, progress: Progress) -> l
 def _read_sides(args: argparse.Namespace, progress: Progress) -> list[_Side] | None:
     """Each side's trace files, or its traces fetched from a store (here: the workers need no network);
     None, with the error line printed, when a side names a store wrongly or the store cannot be read."""
+    from ..adapters.files import read_trace_file
+    from ..errors import CannotAnalyse
+    from ..offline.store_loading import fetch_store
+
     sides: list[_Side] = []
     if args.baseline == "-" and args.candidate == "-":
         args.usage_error("standard input (-) can be one side only: BASELINE or CANDIDATE, not both")
@@ -250,6 +259,8 @@ def run(args: argparse.Namespace) -> int:
         problem = ""
         if baseline is not None and candidate is not None:
             try:
+                from ..offline import cyclic_gc_paused
+
                 with cyclic_gc_paused():
                     comparison = compare_runs(
                         baseline,
@@ -291,6 +302,8 @@ def run(args: argparse.Namespace) -> int:
             "untested_rows": comparison.untested_rows,
             "rows": table.to_dict(orient="records"),
         }
+        import json
+
         report = json.dumps(document, indent=2, default=str) + "\n"
     else:
         runs = f"{plural(baseline_runs, 'baseline run')}, {plural(candidate_runs, 'candidate run')}"

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import msgspec
-
-from ..core import TraceProfile
-from ..errors import CannotAnalyse
-from ..offline import cyclic_gc_paused
-from ..offline.inputs import OfflineInputs
-from ..offline.store_loading import load_inputs
 from . import arguments, sources
 from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, PROG, error, write_output, write_streamed
+
+if TYPE_CHECKING:
+    from ..core import TraceProfile
+    from ..offline.inputs import OfflineInputs
 
 HELP = "convert traces to speedscope or Chrome trace-event JSON, for flame-graph viewers"
 DESCRIPTION = (
@@ -67,12 +65,19 @@ def run(args: argparse.Namespace) -> int:
     inputs = sources.offline_inputs(args)
     if inputs is None:
         return EXIT_BAD_INPUT
+    # Imported here and in _run, not at the top: `--help` and every other command need none of it.
+    from ..offline import cyclic_gc_paused
+
     # The profiles live to the end: the cyclic collector would only traverse them again and again.
     with cyclic_gc_paused():
         return _run(args, inputs)
 
 
 def _run(args: argparse.Namespace, inputs: OfflineInputs) -> int:
+    import msgspec
+
+    from ..errors import CannotAnalyse
+    from ..offline.store_loading import load_inputs
     from ..report.chrome_trace import to_chrome_trace
     from ..report.json_stream import write_compact_document
     from ..report.speedscope import speedscope_document

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from ..core.findings import Finding, FindingOptions, find_all
 from ..core.units import plural
-from ..errors import CannotAnalyse
-from ..offline import cyclic_gc_paused
-from ..offline.inputs import OfflineInputs
-from ..offline.store_loading import load_inputs
-from ..offline.workers import map_in_order, workers_for
 from ..report.progress import Progress, progress_enabled
 from . import arguments, budgets, sources
 from .arguments import (
@@ -22,6 +17,10 @@ from .arguments import (
     write_output,
     write_streamed,
 )
+
+if TYPE_CHECKING:
+    from ..core.findings import Finding, FindingOptions
+    from ..offline.inputs import OfflineInputs
 
 HELP = "write a self-contained HTML report (flame graph, waterfall, categories, findings, cross-run charts)"
 DESCRIPTION = (
@@ -87,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     context_windows = arguments.context_windows_of(args) if inputs is not None else None
     if inputs is None or context_windows is None:
         return EXIT_BAD_INPUT
+    # Imported here and in _run, not at the top: `--help` and every other command need none of it.
+    from ..offline import cyclic_gc_paused
+
     progress = Progress(progress_enabled(args.progress))
     # The profiles stay alive to the end: the cyclic collector would only traverse them, again
     # and again (a third of the run time over 200k spans).
@@ -95,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, options: FindingOptions) -> int:
+    from ..core.findings import find_all
+    from ..errors import CannotAnalyse
+    from ..offline.store_loading import load_inputs
+    from ..offline.workers import map_in_order, workers_for
     from ..report.html import detail_traces, render_html, select_trace
     from ..report.summary import cross_run_statistics, write_summary
 

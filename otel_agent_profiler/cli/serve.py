@@ -5,26 +5,15 @@ from __future__ import annotations
 
 import argparse
 import errno
-import logging
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from ..core.context_window import parse_context_windows, with_built_in_context_windows
-from ..core.pricing import BUILT_IN_PRICES_AS_OF, parse_prices, with_built_in_prices
-from ..live.profile_options import ProfileOptions, make_classifier, parse_category_overrides
+from ..core.price_sources import BUILT_IN_PRICES_AS_OF
 from ..plugin.environment_variables import (
     OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES,
     OTEL_AGENT_PROFILER_CONTEXT_WINDOWS,
     OTEL_AGENT_PROFILER_PRICES,
-)
-from ..service.upstream_connection import (
-    COMPRESSIONS,
-    OTEL_EXPORTER_OTLP_CERTIFICATE,
-    OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE,
-    OTEL_EXPORTER_OTLP_CLIENT_KEY,
-    OTEL_EXPORTER_OTLP_COMPRESSION,
-    OTEL_EXPORTER_OTLP_HEADERS,
-    header_option,
 )
 from .arguments import (
     EXIT_BAD_INPUT,
@@ -40,9 +29,21 @@ from .arguments import (
     prices,
 )
 
+if TYPE_CHECKING:
+    from ..live.profile_options import CategoryOverrides, ProfileOptions
+
 #: --max-upstream-request-bytes by default: the forwarder's own default (``service.forwarder``, not imported
 #: here so that the other commands do not load gRPC; a test keeps the two equal).
 DEFAULT_MAX_UPSTREAM_REQUEST_BYTES = 3 * 1024 * 1024 + 512 * 1024
+
+#: The upstream connection's variables and compressions, as ``service.upstream_connection`` names them:
+#: copied, not imported, so that `serve --help` does not load that module (a test keeps them equal).
+OTEL_EXPORTER_OTLP_HEADERS = "OTEL_EXPORTER_OTLP_HEADERS"
+OTEL_EXPORTER_OTLP_COMPRESSION = "OTEL_EXPORTER_OTLP_COMPRESSION"
+OTEL_EXPORTER_OTLP_CERTIFICATE = "OTEL_EXPORTER_OTLP_CERTIFICATE"
+OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE = "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"
+OTEL_EXPORTER_OTLP_CLIENT_KEY = "OTEL_EXPORTER_OTLP_CLIENT_KEY"
+COMPRESSIONS = ("gzip", "none")
 
 #: Where ``serve`` takes its bearer token from when --bearer-token-file is not given.
 TOKEN_ENV = "OTEL_AGENT_PROFILER_SERVE_TOKEN"
@@ -276,10 +277,26 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     add_context_windows_option(serve)
 
 
+def _header_option(text: str) -> tuple[str, str]:
+    # Imported when used (see COMPRESSIONS).
+    from ..service.upstream_connection import header_option
+
+    return header_option(text)
+
+
 #: ``KEY=VALUE`` of --upstream-header; the message never repeats the value, which may be a secret.
-upstream_header = argument_type(header_option, "header")
+upstream_header = argument_type(_header_option, "header")
+
+
+def _parse_category_overrides(text: str) -> CategoryOverrides:
+    # Imported when used, as in profile_options: the profile's options load the analysis core.
+    from ..live.profile_options import parse_category_overrides
+
+    return parse_category_overrides(text)
+
+
 #: ``pattern=category,...`` (the format of OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES).
-category_overrides = argument_type(parse_category_overrides, "category overrides")
+category_overrides = argument_type(_parse_category_overrides, "category overrides")
 
 
 def profile_options(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ProfileOptions:
@@ -290,6 +307,10 @@ def profile_options(args: argparse.Namespace, environ: Mapping[str, str] | None 
     Raises ``ValueError`` naming the variable when a variable is set but unusable: serve is a
     command, so a bad setting stops it at the start (exit code 2), as the offline commands do.
     """
+    from ..core.context_window import parse_context_windows, with_built_in_context_windows
+    from ..core.pricing import parse_prices, with_built_in_prices
+    from ..live.profile_options import ProfileOptions, make_classifier, parse_category_overrides
+
     overrides = given_or_variable(
         args.category_overrides, OTEL_AGENT_PROFILER_CATEGORY_OVERRIDES, parse_category_overrides, environ
     )
@@ -352,6 +373,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         error(f"cannot serve: {exc}")
         return EXIT_BAD_INPUT
+    import logging
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServeConfig(
         host=args.host,

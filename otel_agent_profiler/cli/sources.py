@@ -12,21 +12,21 @@ import os
 import re
 import sys
 import time
-import urllib.parse
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..offline.inputs import OfflineInputs, PrometheusSource, StoreSource
 from ..plugin.environment_variables import OTEL_AGENT_PROFILER_SOURCE_HEADERS
 from ..report.progress import Progress, progress_enabled
-from ..stores.query import DEFAULT_LIMIT, JAEGER, PHOENIX, STORES, TEMPO, StoreQuery
+from ..stores.store_names import DEFAULT_LIMIT, JAEGER, PHOENIX, STORES, TEMPO
 from . import arguments
 from .arguments import PROG, error
 
 if TYPE_CHECKING:
+    from ..offline.inputs import OfflineInputs, StoreSource
+
     # The HTTP library takes a tenth of a second to import: only a command reading a store pays for it.
     from ..stores.http import HttpSettings
+    from ..stores.query import StoreQuery
 
 _NS_PER_S = 10**9
 _UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -67,6 +67,8 @@ def moment_ns(text: str) -> int:
         return int(float(stripped) * _NS_PER_S)
     except ValueError:
         pass
+    from datetime import datetime, timezone
+
     try:
         moment = datetime.fromisoformat(stripped.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -215,6 +217,8 @@ def _prometheus_matchers(args: argparse.Namespace) -> str:
         raise ValueError("--prometheus-match narrows --prometheus: give --prometheus URL")
     if not url:
         return ""
+    import urllib.parse  # here: only a store or Prometheus URL needs it, not `--help`
+
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"--prometheus: {url!r} is not an http:// or https:// URL")
@@ -257,6 +261,11 @@ def query_of(
 
     ``name`` spells a field in the message (``--trace-id`` on the command line, ``trace-id=`` in a diff side).
     """
+    # Imported here, as the inputs below: `--help` needs only the stores' names (``store_names``).
+    import urllib.parse
+
+    from ..stores.query import StoreQuery
+
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"--{store}: {url!r} is not an http:// or https:// URL")
@@ -335,6 +344,8 @@ def offline_inputs(args: argparse.Namespace) -> OfflineInputs | None:
     if files is None:
         return None
     paths, prices, folder_problems = files
+    from ..offline.inputs import OfflineInputs, PrometheusSource
+
     return OfflineInputs(
         files=tuple(paths),
         prices=prices,
@@ -348,6 +359,8 @@ def offline_inputs(args: argparse.Namespace) -> OfflineInputs | None:
 
 def store_source(query: StoreQuery, args: argparse.Namespace, settings: HttpSettings) -> StoreSource:
     """The store ``query`` reads, with the connection options of ``args``."""
+    from ..offline.inputs import StoreSource
+
     return StoreSource(query, settings, save=getattr(args, "save", None), allow_empty=args.allow_empty)
 
 
@@ -412,6 +425,8 @@ def parse_side(side: str, now_ns: int | None = None) -> StoreQuery:
         raise ValueError(f"{side!r}: a store side is {SIDE_SYNTAX}")
     address, _, query_string = rest.partition("?")
     values: dict[str, Any] = {}
+    import urllib.parse
+
     for key, value in urllib.parse.parse_qsl(query_string, keep_blank_values=True):
         field = _SIDE_KEYS.get(key)
         if field is None:

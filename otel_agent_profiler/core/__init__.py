@@ -4,15 +4,65 @@ Pure Python with no OpenTelemetry imports, so the live processor, the offline CL
 profiling service all feed it the same ``SpanRecord`` objects and get the same answers.
 """
 
-from .analyze import Classifier, profile_records, profile_trace
-from .categories import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE, classify
-from .findings import Finding, FindingOptions, find_all, what_if
-from .genai import TokenUsage
-from .pricing import ModelPrice, PriceTable
-from .profile import Anomaly, CategoryStats, OperationStats, SpanProfile, TraceProfile
-from .projection import projected_duration_ns
-from .records import AttributeValue, SpanEvent, SpanKind, SpanLink, SpanRecord, StatusCode
-from .schema import profiles_to_dict, trace_to_dict
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .analyze import Classifier, profile_records, profile_trace
+    from .categories import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE, classify
+    from .findings import Finding, FindingOptions, find_all, what_if
+    from .genai import TokenUsage
+    from .pricing import ModelPrice, PriceTable
+    from .profile import Anomaly, CategoryStats, OperationStats, SpanProfile, TraceProfile
+    from .projection import projected_duration_ns
+    from .records import AttributeValue, SpanEvent, SpanKind, SpanLink, SpanRecord, StatusCode
+    from .schema import profiles_to_dict, trace_to_dict
+
+# Each name is imported from its module on first use: importing one module of the
+# core (the command line's `--help` reads the price table's date) loads that module, not all of them.
+_EXPORTED_FROM = {
+    "Classifier": "analyze",
+    "profile_records": "analyze",
+    "profile_trace": "analyze",
+    "CATEGORIES": "categories",
+    "CATEGORY_OVERRIDE_ATTRIBUTE": "categories",
+    "classify": "categories",
+    "Finding": "findings",
+    "FindingOptions": "findings",
+    "find_all": "findings",
+    "what_if": "findings",
+    "TokenUsage": "genai",
+    "ModelPrice": "pricing",
+    "PriceTable": "pricing",
+    "Anomaly": "profile",
+    "CategoryStats": "profile",
+    "OperationStats": "profile",
+    "SpanProfile": "profile",
+    "TraceProfile": "profile",
+    "projected_duration_ns": "projection",
+    "AttributeValue": "records",
+    "SpanEvent": "records",
+    "SpanKind": "records",
+    "SpanLink": "records",
+    "SpanRecord": "records",
+    "StatusCode": "records",
+    "profiles_to_dict": "schema",
+    "trace_to_dict": "schema",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTED_FROM.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "CATEGORIES",

@@ -8,8 +8,10 @@ wins, so a span carrying several conventions is classified the same way every ti
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-from .records import AttributeValue
+if TYPE_CHECKING:
+    from .records import AttributeValue
 
 LLM = "llm"
 EMBEDDING = "embedding"

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from .genai import TokenUsage, strip_snapshot
 from .json_tables import json_table
+from .price_sources import BUILT_IN_PRICES_AS_OF as BUILT_IN_PRICES_AS_OF
+from .price_sources import BUILT_IN_PRICES_SOURCES as BUILT_IN_PRICES_SOURCES
 
 _PER_TOKEN = 1e-6
 
@@ -106,13 +108,6 @@ def parse_prices(value: object) -> PriceTable:
     raise ValueError(f"expected a price table (mapping, JSON text or file path), got {type(value).__name__}")
 
 
-#: When :data:`BUILT_IN_PRICES` was last checked against the providers' public pricing pages.
-BUILT_IN_PRICES_AS_OF = "2026-11-24"
-#: Where :data:`BUILT_IN_PRICES` come from.
-BUILT_IN_PRICES_SOURCES = (
-    "https://platform.openai.com/docs/pricing",
-    "https://platform.claude.com/docs/en/about-claude/pricing",
-)
 #: List prices (standard tier, no batch discount) of common models, US dollars per million tokens,
 #: as of :data:`BUILT_IN_PRICES_AS_OF`. The commands, ``serve`` and the in-process profiler use them
 #: unless ``--prices``, ``OTEL_AGENT_PROFILER_PRICES`` or the ``prices`` option prices the model; a

@@ -8,21 +8,57 @@ Internal: used by the command line and ``analytics``; read files with the public
 ``read_trace_file`` and profile them with ``profile_records``.
 """
 
-from .loading import (
-    PROFILING,
-    PROFILING_BUGS,
-    READING,
-    FileRead,
-    LoadedProfiles,
-    LoadProgress,
-    cyclic_gc_paused,
-    files_read,
-    load_profiles,
-    profile_groups,
-    profile_read_files,
-    profile_trace_files,
-    read_trace_files,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .loading import (
+        PROFILING,
+        PROFILING_BUGS,
+        READING,
+        FileRead,
+        LoadedProfiles,
+        LoadProgress,
+        cyclic_gc_paused,
+        files_read,
+        load_profiles,
+        profile_groups,
+        profile_read_files,
+        profile_trace_files,
+        read_trace_files,
+    )
+
+# Each name is imported from its module on first use: a command that uses one
+# module of the engine (`--help` reads a few constants) loads that module, not the pipeline.
+_EXPORTED_FROM = {
+    "PROFILING": "loading",
+    "PROFILING_BUGS": "loading",
+    "READING": "loading",
+    "FileRead": "loading",
+    "LoadedProfiles": "loading",
+    "LoadProgress": "loading",
+    "cyclic_gc_paused": "loading",
+    "files_read": "loading",
+    "load_profiles": "loading",
+    "profile_groups": "loading",
+    "profile_read_files": "loading",
+    "profile_trace_files": "loading",
+    "read_trace_files": "loading",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTED_FROM.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "PROFILING",

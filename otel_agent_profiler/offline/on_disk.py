@@ -9,7 +9,6 @@ file as soon as it is made; the report copies them out in trace order at the end
 from __future__ import annotations
 
 import io
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
@@ -119,6 +118,8 @@ def on_disk(
     on_error_line: Callable[[str], None],
 ) -> Iterator[ShardedAnalysis]:
     """The files partitioned into temporary shards and profiled shard by shard; removed on leaving."""
+    import tempfile  # here: the module costs the start-up of every run, most of which never shard
+
     with tempfile.TemporaryDirectory(prefix="otel-agent-profiler-") as directory:
         parted = partition(files, Path(directory), progress=progress, on_error_line=on_error_line)
         with open(Path(directory) / "results", "w+b") as results:

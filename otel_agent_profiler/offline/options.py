@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..core.findings import FindingOptions
+if TYPE_CHECKING:
+    from ..core.findings import FindingOptions
 
 
 @dataclass(frozen=True)

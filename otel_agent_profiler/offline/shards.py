@@ -11,7 +11,6 @@ shards: each trace is profiled from the same records, in the same order, as
 from __future__ import annotations
 
 import os
-import pickle
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,11 +24,9 @@ from ..core.pricing import PriceTable
 from ..core.profile import TraceProfile
 from ..core.records import SpanRecord
 from ..core.span_tree import group_by_trace
+from .limits import ON_DISK_BYTES as ON_DISK_BYTES
 from .loading import READING, FileRead, LoadProgress, files_read, profile_groups
 
-#: JSON Lines inputs larger than this in all are profiled on disk unless told otherwise: in memory
-#: they would take about seven times their size.
-ON_DISK_BYTES = 256 * 2**20
 #: About this much input goes to each shard; a shard takes several times its size to profile.
 _INPUT_BYTES_PER_SHARD = 16 * 2**20
 _MIN_SHARDS = 4
@@ -106,6 +103,8 @@ class _ShardWriter:
             if stream is None:
                 stream = self._streams[index] = open(self._partitioned.shard_path(index), "ab")  # noqa: SIM115
             # Resources are shared between the records of a batch, and pickled once for them.
+            import pickle  # here, as below: only inputs profiled on disk pickle, and it costs every start-up
+
             pickle.dump(records, stream, protocol=pickle.HIGHEST_PROTOCOL)
             self._pending[index] = []
         self._buffered = 0
@@ -205,6 +204,8 @@ def shard_records(partitioned: Partitioned, index: int) -> list[SpanRecord]:
     path = partitioned.shard_path(index)
     if not path.exists():
         return records
+    import pickle
+
     with open(path, "rb") as stream:
         while True:
             try:

@@ -15,7 +15,6 @@ import msgspec
 from ..adapters.files import TraceFile
 from ..errors import CannotAnalyse
 from ..report.progress import Progress, progress_enabled
-from .atomic_files import replaced_atomically
 from .inputs import OfflineInputs, PrometheusSource, StoreSource
 from .loading import LoadedProfiles, LoadOptions, load_profiles, profile_trace_files
 
@@ -63,6 +62,7 @@ def _fetched(store: StoreSource, progress: Progress | None, options: LoadOptions
     trace_files = fetch_store(store, shown)
     if store.save:
         from ..stores.fetch import saved_document
+        from .atomic_files import replaced_atomically
 
         document = msgspec.json.encode(saved_document(trace_files)) + b"\n"
         shown.close()

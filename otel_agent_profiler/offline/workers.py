@@ -10,7 +10,6 @@ in the calling process, with the same results.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
@@ -18,14 +17,16 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .limits import MAX_AUTO_WORKERS as MAX_AUTO_WORKERS
+from .limits import MIN_SPANS_FOR_WORKERS as MIN_SPANS_FOR_WORKERS
+
+if TYPE_CHECKING:
+    import multiprocessing.context
 
 Result = TypeVar("Result")
 
-#: Below this many spans starting processes costs more than it saves.
-MIN_SPANS_FOR_WORKERS = 20_000
-#: The most workers chosen without being asked: more rarely pay for their memory.
-MAX_AUTO_WORKERS = 8
 #: How many items a worker takes at a time: enough to make sending results cheap, few enough
 #: that the workers finish together.
 _CHUNKS_PER_WORKER = 16
@@ -76,6 +77,9 @@ def worker_context() -> multiprocessing.context.BaseContext:
     the command took 0.65x (200 against 1,500 spans) and 0.8x (10,600 against 10,600) the time it
     took with spawned workers.
     """
+    # Imported here: most runs start no worker, and the module costs every command's start-up.
+    import multiprocessing
+
     if can_fork() and _threads_after_ending() == 1:
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")

@@ -19,6 +19,9 @@ from ..core.percentiles import percentile
 from ..core.profile import CategoryStats, OperationStats, TraceProfile
 from ..core.split_traces import Counted, SplitLLMCall, TraceCalls, calls_of, cross_trace_totals, find_split_llm_calls
 from ..core.units import format_duration, plural
+from .defaults import DEFAULT_TOP as DEFAULT_TOP
+from .defaults import MANY_TRACES as MANY_TRACES
+from .defaults import REPORT_MAX_LINES as REPORT_MAX_LINES
 from .text import (
     ASCII,
     UNICODE,
@@ -34,12 +37,6 @@ from .text import (
     with_none_legend,
 )
 
-#: With more traces than this, the report opens with the cross-trace summary.
-MANY_TRACES = 3
-#: Traces shown in detail after the summary unless told otherwise (``--top``).
-DEFAULT_TOP = 3
-#: The default report of many traces is fitted to this many lines (``--max-spans`` not given).
-REPORT_MAX_LINES = 400
 _TOP_OPERATIONS = 10
 #: The legend of the tables' median and p90 columns, of a category or an operation.
 _PERCENTILES = "median and p90: the critical-path time that half, and 90%, of the traces with the {what} hold at most"

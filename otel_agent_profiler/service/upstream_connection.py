@@ -16,15 +16,19 @@ log line. A header that cannot be sent raises ``ValueError`` naming the header, 
 from __future__ import annotations
 
 import re
-import ssl
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-import grpc  # type: ignore[import-untyped]
+from typing import TYPE_CHECKING
 
 from ..core.key_value_text import split_pairs
-from .signals import Signal
+
+if TYPE_CHECKING:
+    import ssl
+
+    import grpc  # type: ignore[import-untyped]
+
+    from .signals import Signal
 
 #: Headers sent with every request to the upstream, for every signal (``key=value,...``, percent-encoded values).
 OTEL_EXPORTER_OTLP_HEADERS = "OTEL_EXPORTER_OTLP_HEADERS"
@@ -188,6 +192,9 @@ class UpstreamTls:
 
         Loading here also checks that the files parse and that the key matches the certificate.
         """
+        # Imported here, as gRPC below: `serve --help` reads this module's options, not its TLS.
+        import ssl
+
         try:
             context = ssl.create_default_context(cafile=self.ca_file)
         except (OSError, ssl.SSLError) as exc:
@@ -204,6 +211,8 @@ class UpstreamTls:
 
     def grpc_credentials(self) -> grpc.ChannelCredentials:
         """The gRPC exporter's credentials, from the same files (checked through :meth:`ssl_context` first)."""
+        import grpc
+
         self.ssl_context()
         return grpc.ssl_channel_credentials(
             root_certificates=_read(self.ca_file),

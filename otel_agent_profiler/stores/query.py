@@ -5,14 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-JAEGER = "jaeger"
-TEMPO = "tempo"
-PHOENIX = "phoenix"
-#: The stores that can be read, in the order the help lists them.
-STORES = (JAEGER, TEMPO, PHOENIX)
+from .store_names import DEFAULT_LIMIT as DEFAULT_LIMIT
+from .store_names import JAEGER as JAEGER
+from .store_names import PHOENIX as PHOENIX
+from .store_names import STORES as STORES
+from .store_names import TEMPO as TEMPO
 
-#: Traces fetched by a search when no limit is given.
-DEFAULT_LIMIT = 100
 #: The window a Jaeger or Tempo search covers when no time is given, as in their own UIs.
 DEFAULT_WINDOW_NS = 3600 * 10**9
 

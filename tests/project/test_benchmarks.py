@@ -134,3 +134,13 @@ def test_scale_out_benchmark_prints_both_tiers_and_their_ratio() -> None:
     assert re.search(r"^one replica: +min +\d+ +median +\d+ spans/s$", out, re.M), out
     assert re.search(r"^3 replicas: +min +\d+ +median +\d+ spans/s$", out, re.M), out
     assert re.search(r"^ratio of the medians \d+\.\d\d \(per round: min \d+\.\d\d, median \d+\.\d\d\)$", out, re.M), out
+
+
+def test_startup_benchmark_prints_every_command_over_the_baseline() -> None:
+    out = bench("bench_startup.py", "--repeat", "7")
+    assert re.search(r"^python -c pass \(baseline\): min [\d.]+ ms, median [\d.]+ ms \(56 runs\)$", out, re.M), out
+    labels = ["--help", *(f"{name} --help" for name in ("analyze", "export", "diff", "report", "serve"))]
+    labels += ["analyze (small trace, text)", "analyze (small trace, json)"]
+    for label in labels:
+        figures = r" +-?[\d.]+ ms +-?[\d.]+ ms +[\d.]+x +[\d.]+x  <= \d+ ms over: (met|missed)$"
+        assert re.search("^" + re.escape(label) + figures, out, re.M), (label, out)

@@ -41,39 +41,123 @@ Like the projection, this needs the span tree: use it before ``TraceProfile.rele
 
 from __future__ import annotations
 
-from .all_findings import find_all
-from .base import (
-    CATEGORY_BUDGET_MEASURES,
-    DEFAULT_CONTEXT_WINDOWS,
-    DEFAULT_OPTIONS,
-    Evidence,
-    Finding,
-    FindingOptions,
-    JSONValue,
-    describe_location,
-    describe_where,
-    format_duration,
-    where,
-)
-from .bottlenecks import BOTTLENECK, SLOW_TOOL, find_bottlenecks, find_slow_tools
-from .kinds import Change, Finder, FindingKind, Grouping
-from .large_prompts import LARGE_PROMPT, context_window, find_large_prompts
-from .llm_chains import SEQUENTIAL_LLM_CHAIN, find_sequential_llm_chains
-from .llm_phases import LLM_DECODE, LLM_PREFILL, LLM_QUEUE, find_llm_phases
-from .llm_timing import LLM_GAPS, LLM_TIMING, PREFIX_CACHE, find_llm_gaps, find_llm_timing, find_prefix_cache
-from .parallelization import (
-    PARALLELIZABLE,
-    dependency,
-    find_parallelization,
-    recorded_input,
-    recorded_output,
-    tool_call_id,
-)
-from .ranking import CombinedProjection, combined_projection, rank
-from .registry import BY_KIND, FINDERS, KINDS, REGISTRY
-from .repeated_tool_calls import REPEATED_TOOL_CALL, find_repeated_tool_calls, tool_arguments
-from .tokens_and_budgets import BUDGET_EXCEEDED, TOKEN_PROFILE, find_budget_overruns, find_token_profile
-from .what_ifs import WHAT_IF, WhatIfProjection, find_what_ifs, select, what_if, what_ifs_together
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .all_findings import find_all
+    from .base import (
+        CATEGORY_BUDGET_MEASURES,
+        DEFAULT_CONTEXT_WINDOWS,
+        DEFAULT_OPTIONS,
+        Evidence,
+        Finding,
+        FindingOptions,
+        JSONValue,
+        describe_location,
+        describe_where,
+        format_duration,
+        where,
+    )
+    from .bottlenecks import BOTTLENECK, SLOW_TOOL, find_bottlenecks, find_slow_tools
+    from .kinds import Change, Finder, FindingKind, Grouping
+    from .large_prompts import LARGE_PROMPT, context_window, find_large_prompts
+    from .llm_chains import SEQUENTIAL_LLM_CHAIN, find_sequential_llm_chains
+    from .llm_phases import LLM_DECODE, LLM_PREFILL, LLM_QUEUE, find_llm_phases
+    from .llm_timing import LLM_GAPS, LLM_TIMING, PREFIX_CACHE, find_llm_gaps, find_llm_timing, find_prefix_cache
+    from .parallelization import (
+        PARALLELIZABLE,
+        dependency,
+        find_parallelization,
+        recorded_input,
+        recorded_output,
+        tool_call_id,
+    )
+    from .ranking import CombinedProjection, combined_projection, rank
+    from .registry import BY_KIND, FINDERS, KINDS, REGISTRY
+    from .repeated_tool_calls import REPEATED_TOOL_CALL, find_repeated_tool_calls, tool_arguments
+    from .tokens_and_budgets import BUDGET_EXCEEDED, TOKEN_PROFILE, find_budget_overruns, find_token_profile
+    from .what_ifs import WHAT_IF, WhatIfProjection, find_what_ifs, select, what_if, what_ifs_together
+
+# Each name is imported from its module on first use: a module that needs one
+# constant (the default context windows, a kind's name) does not load every finder.
+_EXPORTED_FROM = {
+    "find_all": "all_findings",
+    "CATEGORY_BUDGET_MEASURES": "base",
+    "DEFAULT_CONTEXT_WINDOWS": "base",
+    "DEFAULT_OPTIONS": "base",
+    "Evidence": "base",
+    "Finding": "base",
+    "FindingOptions": "base",
+    "JSONValue": "base",
+    "describe_location": "base",
+    "describe_where": "base",
+    "format_duration": "base",
+    "where": "base",
+    "BOTTLENECK": "bottlenecks",
+    "SLOW_TOOL": "bottlenecks",
+    "find_bottlenecks": "bottlenecks",
+    "find_slow_tools": "bottlenecks",
+    "Change": "kinds",
+    "Finder": "kinds",
+    "FindingKind": "kinds",
+    "Grouping": "kinds",
+    "LARGE_PROMPT": "large_prompts",
+    "context_window": "large_prompts",
+    "find_large_prompts": "large_prompts",
+    "SEQUENTIAL_LLM_CHAIN": "llm_chains",
+    "find_sequential_llm_chains": "llm_chains",
+    "LLM_DECODE": "llm_phases",
+    "LLM_PREFILL": "llm_phases",
+    "LLM_QUEUE": "llm_phases",
+    "find_llm_phases": "llm_phases",
+    "LLM_GAPS": "llm_timing",
+    "LLM_TIMING": "llm_timing",
+    "PREFIX_CACHE": "llm_timing",
+    "find_llm_gaps": "llm_timing",
+    "find_llm_timing": "llm_timing",
+    "find_prefix_cache": "llm_timing",
+    "PARALLELIZABLE": "parallelization",
+    "dependency": "parallelization",
+    "find_parallelization": "parallelization",
+    "recorded_input": "parallelization",
+    "recorded_output": "parallelization",
+    "tool_call_id": "parallelization",
+    "CombinedProjection": "ranking",
+    "combined_projection": "ranking",
+    "rank": "ranking",
+    "BY_KIND": "registry",
+    "FINDERS": "registry",
+    "KINDS": "registry",
+    "REGISTRY": "registry",
+    "REPEATED_TOOL_CALL": "repeated_tool_calls",
+    "find_repeated_tool_calls": "repeated_tool_calls",
+    "tool_arguments": "repeated_tool_calls",
+    "BUDGET_EXCEEDED": "tokens_and_budgets",
+    "TOKEN_PROFILE": "tokens_and_budgets",
+    "find_budget_overruns": "tokens_and_budgets",
+    "find_token_profile": "tokens_and_budgets",
+    "WHAT_IF": "what_ifs",
+    "WhatIfProjection": "what_ifs",
+    "find_what_ifs": "what_ifs",
+    "select": "what_ifs",
+    "what_if": "what_ifs",
+    "what_ifs_together": "what_ifs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTED_FROM.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "BOTTLENECK",
