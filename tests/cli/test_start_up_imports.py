@@ -149,6 +149,10 @@ def test_serves_copies_of_the_upstream_connections_names_are_equal_to_them() -> 
     from otel_agent_profiler.service import upstream_connection
 
     copied = ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_COMPRESSION", "COMPRESSIONS")
-    copied += ("OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_KEY")
+    copied += (
+        "OTEL_EXPORTER_OTLP_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+    )
     for name in copied:
         assert getattr(serve, name) == getattr(upstream_connection, name), name
