@@ -15,6 +15,7 @@ gzip shrinks what goes over the wire is tested in ``tests/service/test_serve_aut
 from __future__ import annotations
 
 import json
+import re
 import sys
 import urllib.request
 from collections.abc import Iterator
@@ -180,10 +181,10 @@ def signal_counts(run_health: dict[str, Any], signal_name: str) -> dict[str, int
 def run_serve(scenario: str, protocol: str, url: str, pki: Pki, logs: Path, trace_byte: int) -> ServeRun:
     """Start ``serve``, send it a trace, a metric and a log record, wait for their fate, stop it with SIGTERM."""
     run = ServeRun(f"{protocol}_{scenario}", bytes([trace_byte]) * 16)
-    http_port, grpc_port = free_ports(2)
     options, variables = serve_settings(scenario, url, protocol, pki)
-    argv = [sys.executable, "-m", "otel_agent_profiler", "serve", "--http-port", str(http_port)]
-    argv += ["--grpc-port", str(grpc_port), "--quiet-period", "0.05", "--shutdown-grace", "1"]
+    # Ports 0: serve picks free ones and names them in its start-up line (eight at once, none can collide).
+    argv = [sys.executable, "-m", "otel_agent_profiler", "serve", "--http-port", "0", "--grpc-port", "0"]
+    argv += ["--quiet-period", "0.05", "--shutdown-grace", "1"]
     argv += ["--metrics-interval", "60", *options]  # the profile metrics go out once, at the stop
     process = BackendProcess(
         run.name, argv, logs / f"serve-{run.name}.log", _clean_env() | variables | {"PYTHONPATH": str(ROOT)}
@@ -195,11 +196,9 @@ def run_serve(scenario: str, protocol: str, url: str, pki: Pki, logs: Path, trac
         run.health = body.decode()
         return run.counts if status == 200 else {}
 
-    def alive() -> bool:
-        try:
-            return http_exchange(f"http://{HOST}:{http_port}/health/live", timeout=1)[0] == 200
-        except OSError:
-            return False
+    def started() -> int | None:
+        found = re.search(r"serve: OTLP/HTTP on [0-9.]+:(\d+)", process.log_text())
+        return int(found.group(1)) if found else None
 
     def settled() -> bool:
         counts = health()
@@ -215,7 +214,9 @@ def run_serve(scenario: str, protocol: str, url: str, pki: Pki, logs: Path, trac
         )
 
     try:
-        wait_until(alive, 30, f"serve ({run.name}) to start", alive=process.check_alive, details=process.log_tail)
+        http_port = wait_until(
+            started, 30, f"serve ({run.name}) to start", alive=process.check_alive, details=process.log_tail
+        )
         assert post(http_port, TRACES.http_path, trace_request(run)) == 200
         assert post(http_port, METRICS.http_path, metrics_request(run)) == 200
         assert post(http_port, LOGS.http_path, logs_request(run)) == 200
