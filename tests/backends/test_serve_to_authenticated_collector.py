@@ -302,11 +302,16 @@ def collector_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collecto
             runs = {run.name: run for run in (future.result() for future in futures)}
         result = CollectorRun(runs, out, collector)
         delivered = [run for run in runs.values() if run.name.endswith(("_options", "_variables"))]
-        # The file exporter writes every 100 ms: wait for every span the Collector took.
+        # The file exporter writes every 100 ms: wait for everything the Collector took.
         wait_until(
-            lambda: all(len(result.spans(run.trace_id_hex)) == SPANS for run in delivered),
+            lambda: all(
+                len(result.spans(run.trace_id_hex)) == SPANS
+                and run.name in result.log_bodies()
+                and f"invoke_agent {run.name}" in result.profiled_roots()
+                for run in delivered
+            ),
             10,
-            "the spans in the Collector's file",
+            "the spans, logs and profile metrics in the Collector's files",
             alive=collector.process.check_alive,
             details=collector.process.log_tail,
         )
