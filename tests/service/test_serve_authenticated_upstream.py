@@ -91,6 +91,17 @@ def _post(port: int, path: str, message: Any) -> int:
     return http_exchange(request)[0]
 
 
+def _forward_everything(config: ServeConfig, upstream: AuthenticatedUpstream) -> dict[str, Any]:
+    """Run ``serve`` with ``config`` until the upstream has the spans sent to it; its health at stop."""
+    service = ProfilingService(config).start()
+    try:
+        _send_everything(service.http_port)
+        wait_until(lambda: upstream.items(TRACES) == SPANS, 10, "the spans upstream")
+    finally:
+        service.stop()
+    return service.health()
+
+
 def _send_everything(http_port: int) -> None:
     assert _post(http_port, TRACES.http_path, _trace()) == 200
     assert _post(http_port, METRICS.http_path, _metrics()) == 200
@@ -126,13 +137,7 @@ def test_every_signal_reaches_an_upstream_that_requires_mutual_tls_and_a_token(
         metrics_interval_s=60,  # the profile metrics go out once, at stop
         pipeline=PipelineConfig(quiet_period_s=0.05),
     )
-    service = ProfilingService(config).start()
-    try:
-        _send_everything(service.http_port)
-        wait_until(lambda: upstream.items(TRACES) == SPANS, 10, "the spans upstream")
-    finally:
-        service.stop()
-    counts = service.health()
+    counts = _forward_everything(config, upstream)
     assert counts["counts"]["forwarded"] == SPANS and counts["counts"]["failed"] == 0
     assert counts["signals"]["metrics"]["forwarded"] == 1 and counts["signals"]["logs"]["forwarded"] == 1
     assert upstream.items(LOGS) == 1 and upstream.refused == 0
@@ -308,13 +313,7 @@ def test_the_tls_options_beat_the_variables(
         metrics_interval_s=60,
         pipeline=PipelineConfig(quiet_period_s=0.05),
     )
-    service = ProfilingService(config).start()
-    try:
-        _send_everything(service.http_port)
-        wait_until(lambda: upstream.items(TRACES) == SPANS, 10, "the spans upstream")
-    finally:
-        service.stop()
-    health = service.health()
+    health = _forward_everything(config, upstream)
     assert health["counts"]["forwarded"] == SPANS and health["counts"]["failed"] == 0
     assert health["signals"]["metrics"]["forwarded"] == 1 and health["signals"]["logs"]["forwarded"] == 1
     assert "agent_profiler.trace.duration" in _profile_metric_names(upstream)
