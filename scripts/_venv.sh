@@ -16,7 +16,7 @@ ensure_venv() {
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "==> installing otel-agent-profiler and its dependencies into .venv" >&2
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
-        "$VENV/bin/python" -m pip install --quiet -c "$ROOT/constraints.txt" -e "$ROOT[dev]" >&2
+        "$VENV/bin/python" -m pip install --quiet -c "$ROOT/constraints.txt" -e "$ROOT[dev,docs]" >&2
         echo "$want" > "$stamp"
     fi
 }
