@@ -20,6 +20,7 @@ import argparse
 import ast
 import dataclasses
 import html
+import itertools
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -70,7 +71,7 @@ def _docstrings(module_path: Path) -> dict[str, str]:
     """Name -> docstring of each module-level constant followed by a string literal."""
     body = ast.parse(module_path.read_text(encoding="utf-8")).body
     found: dict[str, str] = {}
-    for statement, following in zip(body, body[1:]):
+    for statement, following in itertools.pairwise(body):
         if (
             isinstance(statement, ast.Assign)
             and isinstance(statement.targets[0], ast.Name)
@@ -124,29 +125,29 @@ def configuration() -> str:
 
 def _invocation(action: argparse.Action, formatter: argparse.HelpFormatter) -> str:
     if not action.option_strings:
-        return formatter._format_args(action, action.dest.upper())  # noqa: SLF001
+        return formatter._format_args(action, action.dest.upper())
     if action.nargs == 0:
         return ", ".join(action.option_strings)
-    arguments = formatter._format_args(action, action.dest.upper())  # noqa: SLF001
+    arguments = formatter._format_args(action, action.dest.upper())
     return ", ".join(f"{option} {arguments}" for option in action.option_strings)
 
 
 def _command(name: str, parser: argparse.ArgumentParser, prog: str) -> str:
-    formatter = parser._get_formatter()  # noqa: SLF001
+    formatter = parser._get_formatter()
     lines = [f"## `{name}`", ""]
     if parser.description:
         lines += [_cell(parser.description), ""]
     positionals = [
         _invocation(action, formatter)
-        for action in parser._actions  # noqa: SLF001
+        for action in parser._actions
         if not action.option_strings and action.help != argparse.SUPPRESS
     ]
     lines += ["```", " ".join([prog, name, "[OPTIONS]", *positionals]), "```", ""]
-    for group in parser._action_groups:  # noqa: SLF001
+    for group in parser._action_groups:
         actions = [
             action
-            for action in group._group_actions  # noqa: SLF001
-            if action.help != argparse.SUPPRESS and not isinstance(action, argparse._HelpAction)  # noqa: SLF001
+            for action in group._group_actions
+            if action.help != argparse.SUPPRESS and not isinstance(action, argparse._HelpAction)
         ]
         if not actions:
             continue
@@ -155,7 +156,7 @@ def _command(name: str, parser: argparse.ArgumentParser, prog: str) -> str:
         if group.description:
             lines += [_cell(group.description), ""]
         rows = [
-            (f"`{_invocation(action, formatter)}`", _cell(formatter._expand_help(action) if action.help else ""))  # noqa: SLF001
+            (f"`{_invocation(action, formatter)}`", _cell(formatter._expand_help(action) if action.help else ""))
             for action in actions
         ]
         lines += [_table(("argument", "meaning"), rows), ""]
@@ -169,7 +170,7 @@ def cli() -> str:
     from otel_agent_profiler.cli.arguments import PROG
 
     parser = _build_parser()
-    commands = next(action for action in parser._actions if action.dest == "command")  # noqa: SLF001
+    commands = next(action for action in parser._actions if action.dest == "command")
     return "\n\n".join(_command(name, sub, PROG) for name, sub in commands.choices.items())
 
 

@@ -183,9 +183,7 @@ def test_shell_blocks_run(page: Path, block: str, tmp_path: Path, openai_server:
         "OTEL_LOGS_EXPORTER": "none",
     }
     script = "set -euo pipefail\n" + "\n".join(commands) + "\n"
-    result = subprocess.run(
-        ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{page.name}:\n{script}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
     # What the block says it makes is there.
     for command in commands:

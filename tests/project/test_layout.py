@@ -84,7 +84,7 @@ def test_each_part_uses_only_what_readme_allows(part: str) -> None:
                 continue
             used = _part_of(name)
             assert used in {part, *allowed, *EVERYONE_MAY_USE}, (
-                f"{path.relative_to(ROOT)} imports {name}; docs/architecture.md says {part} may use only {sorted(allowed)}"
+                f"{path.relative_to(ROOT)} imports {name}; docs/architecture.md lets {part} use only {sorted(allowed)}"
             )
 
 
