@@ -117,7 +117,7 @@ ensure_backends() {
     ensure_openssl
 }
 
-# Jaeger and the OpenTelemetry Collector, built from Go modules (README "Development" gives the
+# Jaeger and the OpenTelemetry Collector, built from Go modules (docs/development.md gives the
 # first-run cost). The binaries live in $BACKENDS_CACHE/<name>-<version>-<hash>/, where <hash> is
 # that of our module files, so editing them builds anew; Go's own module and build caches
 # (GOMODCACHE, GOCACHE: outside the checkout too) make a rebuild after such an edit quick.
