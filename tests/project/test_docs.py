@@ -12,6 +12,7 @@ import importlib.util
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -120,9 +121,8 @@ RUN_ELSEWHERE = {
     # The test command itself; scripts/demo runs `python -m demo` once .venv is installed, as test_demo.py does.
     "scripts/demo": "tests/project/test_demo.py",
     "scripts/demo --time-scale 0.1": "tests/project/test_demo.py",
-    # Installing into the running environment would change it under the tests: the wheel is built
-    # by test_layout.py, and pip resolves an install of the checkout in test_dependency_ranges.py.
-    "python3 -m pip install .": "tests/project/test_layout.py",
+    # Installing into the running environment would change it under the tests: a fresh one below.
+    "python3 -m pip install .": "tests/project/test_docs.py::test_readme_install_block_runs_in_a_fresh_environment",
     # Docker is not available here: the Jaeger path (the demo, otelcol-jaeger.yaml as shipped, Jaeger,
     # the tag search) runs with the real programs built from Go, and analyze --jaeger against them.
     "cd collector-config": "tests/backends/test_jaeger_path.py",
@@ -152,7 +152,9 @@ def test_every_block_run_elsewhere_names_a_test_that_exists() -> None:
     firsts = {_commands(block)[0] for path in RUNNABLE_PAGES for block in _blocks(path, "sh")}
     for command, test in RUN_ELSEWHERE.items():
         assert command in firsts, f"RUN_ELSEWHERE names {command!r}, which no page shows any more"
-        assert (ROOT / test).is_file(), test
+        path, _, function = test.partition("::")
+        assert (ROOT / path).is_file(), test
+        assert not function or f"def {function}(" in (ROOT / path).read_text(encoding="utf-8"), test
 
 
 @pytest.fixture(scope="module")
@@ -192,6 +194,29 @@ def test_shell_blocks_run(page: Path, block: str, tmp_path: Path, openai_server:
             if flag in words:
                 made = tmp_path / words[words.index(flag) + 1]
                 assert made.is_file() and made.stat().st_size > 0, f"{command}: no {made.name}"
+
+
+@pytest.mark.e2e
+def test_readme_install_block_runs_in_a_fresh_environment(tmp_path: Path) -> None:
+    # README's install commands as written, in a new virtual environment (its python3 first on PATH)
+    # and a folder holding what the wheel is built from, so that neither the tests' environment nor
+    # the checkout is touched.
+    (block,) = [block for block in _blocks(README_PATH, "sh") if _commands(block)[0] == "python3 -m pip install ."]
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT / "otel_agent_profiler", checkout / "otel_agent_profiler")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, checkout / name)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTHON", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    script = "set -euo pipefail\n" + "\n".join(_commands(block)) + "\n"
+    result = subprocess.run(["bash", "-c", script], cwd=checkout, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    version = subprocess.run(
+        [str(venv / "bin" / "otel-agent-profiler"), "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert version.stdout.startswith("otel-agent-profiler "), version.stdout + version.stderr
 
 
 # --------------------------------------------------------------------------------------------------------------
