@@ -334,3 +334,9 @@ def test_the_findings_page_explains_every_finding_kind() -> None:
     for kind in KINDS:
         section = page.split(f"## `{kind}`", 1)[1].split("\n## ", 1)[0]
         assert "Example" in section and "What to do" in section, kind
+
+
+def test_the_deployment_page_says_which_collector_configuration_is_for_which_case() -> None:
+    page = _page("deployment.md")
+    for path in sorted((ROOT / "collector-config").glob("*.y*ml")):
+        assert f"`{path.name}`" in page, f"docs/deployment.md does not say what {path.name} is for"
