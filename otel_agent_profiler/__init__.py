@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable as _Iterable
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from ._lazy_exports import lazy_attributes as _lazy_attributes
 from ._version import __version__
 from .core.categories import classify
+from .core.lazy_exports import lazy_attributes as _lazy_attributes
 
 if _TYPE_CHECKING:
     from .adapters import TraceFile, read_trace_file

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from .._lazy_exports import lazy_attributes as _lazy_attributes
+from ..core.lazy_exports import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
     from .files import (

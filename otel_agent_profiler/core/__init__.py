@@ -6,7 +6,7 @@ profiling service all feed it the same ``SpanRecord`` objects and get the same a
 
 from typing import TYPE_CHECKING
 
-from .._lazy_exports import lazy_attributes as _lazy_attributes
+from .lazy_exports import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
     from .analyze import Classifier, profile_records, profile_trace

@@ -10,7 +10,7 @@ Internal: used by the command line and ``analytics``; read files with the public
 
 from typing import TYPE_CHECKING
 
-from .._lazy_exports import lazy_attributes as _lazy_attributes
+from ..core.lazy_exports import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
     from .loading import (

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..._lazy_exports import lazy_attributes as _lazy_attributes
+from ..lazy_exports import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
     from .all_findings import find_all
