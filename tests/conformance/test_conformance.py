@@ -137,26 +137,19 @@ SOURCES = [
         "dspy_app.py",
         "autogen-haystack-dspy",
         OPENINFERENCE + "litellm",
-        # Not strict: both pass on most runs.
+        # Not strict: it passes on a quiet machine. A second gap, `analyze` of the exported file disagreeing
+        # under zero-code with the in-session analysis ("not yet understood"), was recorded on the branch that
+        # added DSPy before it met the call-parts changes; it did not fail in 8 runs since (both zero-code
+        # modes of a full run, six repeated zero-code runs), so that check is a plain one again.
         known_gaps={
-            **{
-                f"test_time_to_first_token_of_the_stream[{mode}]": (
-                    False,
-                    "under zero-code the first token is seen by the OpenAI client's span inside LiteLLM, which "
-                    "reads the stream only when DSPy's streamify pulls it: 0.2 s after the server's first token on "
-                    "a quiet machine, over the 0.5 s slack on a loaded one (0.99 s for the server's 0.15 s)",
-                )
-                for mode in ("zero-code", "zero-code+httpx")
-            },
-            **{
-                f"test_command_line_reads_the_exported_file_alike[{mode}]": (
-                    False,
-                    "intermittently, within the test session, the live attributes read back for one of DSPy's "
-                    "LM.acall spans show the counted OpenAI span's self time and snapshot, while the exported file "
-                    "read again and analyze --format json do not (not yet understood)",
-                )
-                for mode in ("zero-code", "zero-code+httpx")
-            },
+            f"test_time_to_first_token_of_the_stream[{mode}]": (
+                False,
+                "under zero-code the first token is seen by the OpenAI client's span inside LiteLLM, which "
+                "reads the stream only when DSPy's streamify pulls it: 0.2 s after the server's first token on "
+                "a quiet machine, over the 0.5 s slack on a loaded one (2.2 to 5.3 s for the server's 0.15 s "
+                "in five runs on a loaded machine, the span itself lasting 4.4 s for a 0.2 s server call)",
+            )
+            for mode in ("zero-code", "zero-code+httpx")
         },
     ),
     Source("crewai", "crewai_app.py", "crewai", OPENINFERENCE + "openai"),
