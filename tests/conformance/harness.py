@@ -124,8 +124,9 @@ class Source:
     framework_tools: frozenset[str] = frozenset()
     #: how many of the app's three model calls stream (the last one, or all where the framework always streams)
     streamed_calls: int = 1
-    #: what the source itself gets wrong, so that a test of ours fails: test name (or ``name[mode]``) ->
-    #: (strict, reason); strict when the test fails every time, not strict when it depends on timing
+    #: what makes a test fail on this source: test name (or ``name[mode]``) -> (strict, reason); what the source
+    #: itself gets wrong, or a defect of ours (its reason starts with "ours"); strict when the test fails every
+    #: time, not strict when it depends on timing
     known_gaps: Mapping[str, tuple[bool, str]] = field(default_factory=dict)
 
 
