@@ -147,6 +147,7 @@ class ReadmeRun:
     ready: str
     found: dict[str, Any]  # what README's curl printed
     exit_code: int  # scripts/jaeger's, after Ctrl-C
+    run_dirs: Path  # its TMPDIR
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +179,7 @@ def readme_run() -> Iterator[ReadmeRun]:
         ports_open_before = [p for p in (ports.grpc, ports.http, ports.query) if port_open(p)]
         assert ports_open_before == [ports.grpc, ports.http, ports.query]
         exit_code = script.stop(signal.SIGINT, group=True)  # Ctrl-C: the terminal signals the whole group
-        yield ReadmeRun(ports, ready, found, exit_code)
+        yield ReadmeRun(ports, ready, found, exit_code, tmp)
     finally:
         if script.process.poll() is None:
             script.stop(signal.SIGTERM)
@@ -210,6 +211,7 @@ def test_the_readme_tag_search_finds_the_demo_trace_with_its_profile(readme_run:
 
 def test_ctrl_c_stops_jaeger_and_the_collector(readme_run: ReadmeRun) -> None:
     assert readme_run.exit_code == 0
+    assert not list(readme_run.run_dirs.glob("otel-agent-profiler-jaeger.*"))  # its logs removed too
     ports = readme_run.ports
     assert [p for p in (ports.grpc, ports.http, ports.query, *ports.others.values()) if port_open(p)] == []
 
@@ -256,3 +258,25 @@ def test_a_port_taken_by_a_running_jaeger_is_one_line(tmp_path: Path) -> None:
         assert first.process.poll() is None and port_open(ports.query)
     finally:
         first.stop(signal.SIGTERM)
+
+
+def test_when_the_collector_dies_jaeger_is_stopped_and_one_line_says_so(tmp_path: Path) -> None:
+    require_go_backends()
+    ports = new_ports()
+    script = RunningScript([str(ROOT / "scripts" / "jaeger")], script_env(ports, tmp_path))
+    try:
+        script.ready_line()
+        children = Path(f"/proc/{script.process.pid}/task/{script.process.pid}/children").read_text().split()
+        (collector,) = [pid for pid in children if "otelcol" in Path(f"/proc/{pid}/cmdline").read_text()]
+        os.kill(int(collector), signal.SIGKILL)
+        assert script.process.wait(30) == 1
+        (line,) = script.stderr().strip().splitlines()
+        assert line.startswith(
+            "error: scripts/jaeger: the collector stopped (killed by signal 9); the last line of its log: "
+        )
+        log = Path(line.rsplit("(log: ", 1)[1].rstrip(")"))
+        assert log.name == "otelcol.log" and log.is_file()  # kept for the reader
+        assert not port_open(ports.query)  # Jaeger stopped with it
+    finally:
+        if script.process.poll() is None:
+            script.stop(signal.SIGKILL, group=True)
