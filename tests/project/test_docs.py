@@ -123,6 +123,10 @@ RUN_ELSEWHERE = {
     "scripts/demo --time-scale 0.1": "tests/project/test_demo.py",
     # Installing into the running environment would change it under the tests: a fresh one below.
     "python3 -m pip install .": "tests/project/test_docs.py::test_readme_install_block_runs_in_a_fresh_environment",
+    # Jaeger and the collector without Docker, the demo exporting to them and the tag search, as README
+    # shows them (on free ports).
+    "scripts/jaeger": "tests/backends/test_jaeger_script.py",
+    "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4317 scripts/demo": "tests/backends/test_jaeger_script.py",
     # Docker is not available here: the Jaeger path (the demo, otelcol-jaeger.yaml as shipped, Jaeger,
     # the tag search) runs with the real programs built from Go, and analyze --jaeger against them.
     "cd collector-config": "tests/backends/test_jaeger_path.py",

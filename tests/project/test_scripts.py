@@ -1,4 +1,5 @@
-"""scripts/demo and scripts/test say in one line what is missing, as README's table of prerequisites promises.
+"""scripts/demo, scripts/test and scripts/jaeger say in one line what is missing, as README's table of
+prerequisites promises.
 
 Each case runs the real script (or the real helper it sources) where the prerequisite is missing: a
 copy of scripts/ in a folder with no .venv, a ``python3`` that is too old or has no venv module, a
@@ -9,12 +10,15 @@ scripts on PATH that answer what the scripts ask of the real programs.
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.support.backends import free_ports
 from tests.support.paths import ROOT
 
 
@@ -138,3 +142,84 @@ def test_a_go_new_enough_passes(tmp_path: Path) -> None:
     folder = _bin_with(tmp_path, go="echo go1.26.8")
     result = _source_backends("_require_go Jaeger", folder, tmp_path)
     assert result.returncode == 0 and result.stderr == ""
+
+
+# scripts/jaeger: its checks come before the Go builds, so a reader learns at once what is wrong.
+JAEGER_SCRIPT = ROOT / "scripts" / "jaeger"
+JAEGER_PORT_VARIABLES = (
+    "OTELCOL_GRPC_PORT",
+    "OTELCOL_HTTP_PORT",
+    "JAEGER_QUERY_PORT",
+    "JAEGER_QUERY_GRPC_PORT",
+    "JAEGER_OTLP_PORT",
+    "OTELCOL_HEALTH_PORT",
+    "OTELCOL_METRICS_PORT",
+)
+
+
+def _free_port_env(tmp_path: Path) -> dict[str, str]:
+    """Free ports for every port scripts/jaeger uses, and its run folder in tmp_path."""
+    ports = free_ports(len(JAEGER_PORT_VARIABLES))
+    env = {k: v for k, v in os.environ.items() if k not in JAEGER_PORT_VARIABLES}
+    return (
+        env
+        | {name: str(port) for name, port in zip(JAEGER_PORT_VARIABLES, ports, strict=True)}
+        | {"TMPDIR": str(tmp_path)}
+    )
+
+
+def test_jaeger_help_names_an_option_and_a_variable_for_every_port_and_both_work(tmp_path: Path) -> None:
+    result = _run([str(JAEGER_SCRIPT), "--help"], dict(os.environ), tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = re.findall(r"^  (--[a-z-]+-port) N +([A-Z_]+) +.*\(default (\d+)\)$", result.stdout, re.M)
+    assert sorted(variable for _, variable, _ in rows) == sorted(JAEGER_PORT_VARIABLES)
+    defaults = {variable: default for _, variable, default in rows}
+    assert (defaults["OTELCOL_GRPC_PORT"], defaults["OTELCOL_HTTP_PORT"], defaults["JAEGER_QUERY_PORT"]) == (
+        "4317",
+        "4318",
+        "16686",
+    )
+    # Each option and each variable reaches the port it names: a value that is no port is refused, naming it.
+    for option, variable, _ in rows:
+        by_option = _one_error_line(_run([str(JAEGER_SCRIPT), option, "x"], _free_port_env(tmp_path), tmp_path))
+        by_variable = _one_error_line(
+            _run([str(JAEGER_SCRIPT)], _free_port_env(tmp_path) | {variable: "70000"}, tmp_path)
+        )
+        assert f"({variable}): x is not a port number" in by_option
+        assert f"({variable}): 70000 is not a port number" in by_variable
+
+
+def test_jaeger_says_in_one_line_which_port_is_taken(tmp_path: Path) -> None:
+    env = _free_port_env(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _run([str(JAEGER_SCRIPT), f"--jaeger-port={port}"], env, tmp_path)
+    assert result.returncode == 1
+    assert _one_error_line(result) == (
+        f"error: scripts/jaeger: port {port} (127.0.0.1, for Jaeger's query API (HTTP)) is in use; free it or"
+        " choose another with JAEGER_QUERY_PORT=N or the option in scripts/jaeger --help"
+    )
+
+
+def test_jaeger_refuses_an_unknown_option_and_one_port_given_twice(tmp_path: Path) -> None:
+    unknown = _run([str(JAEGER_SCRIPT), "--port", "4317"], _free_port_env(tmp_path), tmp_path)
+    assert unknown.returncode == 2
+    assert _one_error_line(unknown) == "error: scripts/jaeger: unknown option --port (see scripts/jaeger --help)"
+    env = _free_port_env(tmp_path)
+    twice = _one_error_line(_run([str(JAEGER_SCRIPT), "--otlp-http-port", env["OTELCOL_GRPC_PORT"]], env, tmp_path))
+    assert "is given both to the collector's OTLP/gRPC receiver and to the collector's OTLP/HTTP receiver" in twice
+
+
+def test_jaeger_without_go_and_nothing_built_says_so_in_one_line(tmp_path: Path) -> None:
+    # An empty cache of built backends and no go on PATH: the builds cannot start.
+    folder = _bin_with(tmp_path)
+    env = _free_port_env(tmp_path) | {
+        "PATH": str(folder),
+        "HOME": str(tmp_path),
+        "OTEL_AGENT_PROFILER_BACKENDS_CACHE": str(tmp_path / "cache"),
+    }
+    bash = shutil.which("bash") or "/bin/bash"
+    line = _one_error_line(_run([bash, str(JAEGER_SCRIPT)], env, tmp_path))
+    assert line == "error: building Jaeger v1.76.0 needs Go 1.26 on PATH (go not found)"
