@@ -69,10 +69,10 @@ from ..core.backend_load import summarize_loads
 from ..core.findings import DEFAULT_CONTEXT_WINDOWS, Finding, combined_projection
 from ..core.percentiles import percentile
 from ..core.profile import SpanProfile, TraceProfile
-from ..core.schema import trace_to_dict
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
 from .html import by_duration, select_trace
 from .json_stream import write_compact_document
+from .span_json import trace_document
 
 SUMMARY_FORMAT = "otel-agent-profiler.report-summary"
 SUMMARY_VERSION = 2
@@ -350,7 +350,7 @@ def _trace_documents(
 ) -> Iterator[dict[str, Any]]:
     for profile in profiles:
         with_spans = detail_trace_ids is None or profile.trace_id in detail_trace_ids
-        document = trace_to_dict(profile, include_spans=with_spans, context_windows=context_windows)
+        document = trace_document(profile, context_windows, include_spans=with_spans)
         found = findings.get(profile.trace_id)
         document["findings"] = [f.to_dict() for f in found or ()]
         # Only where the findings were made: they need the span tree, which the others may have released.
