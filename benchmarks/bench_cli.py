@@ -136,7 +136,7 @@ def _leanest(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 #: The exports, by name: what each holds.
 VARIANTS = {
-    "lean": "lean: the attributes the profile reads, HTTP requests below the calls, compact",
+    "lean": "lean: the attributes the profile reads, the requests below the calls, compact",
     "compact": "the attributes the profile reads, compact",
     "heavy": "every attribute the OpenAI instrumentation records, chunk events",
     "content": "heavy, with prompt and completion content",
