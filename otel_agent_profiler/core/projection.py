@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from .call_parts import is_http_client_span
 from .profile import SpanProfile, TraceProfile
 from .records import SpanKind
 
@@ -318,7 +319,15 @@ def _clipped_tree(profile: TraceProfile) -> tuple[dict[SpanProfile, tuple[int, i
             child_start, child_end = child.start_ns, child.end_ns
             # Left out as by the critical path: entirely outside the parent, or a producer's
             # consumer. The subtree is still given an interval (its own) but no schedule slot.
-            if child_start >= end or child_end <= start or (producer and child.record.kind is SpanKind.CONSUMER):
+            # Left out too: a call's request written beside it (``core.call_parts``). Its time is the
+            # call's, which the schedule holds where the call is; kept, it would hold its parent at its
+            # recorded end when the call is removed or shortened, and the saving would collapse.
+            if (
+                child_start >= end
+                or child_end <= start
+                or (producer and child.record.kind is SpanKind.CONSUMER)
+                or _is_request_beside_its_call(child)
+            ):
                 intervals[child] = (child_start, child_end)
                 continue
             child_start = child_start if child_start > start else start
@@ -328,6 +337,22 @@ def _clipped_tree(profile: TraceProfile) -> tuple[dict[SpanProfile, tuple[int, i
         kept.sort()
         held[span] = kept
     return intervals, held
+
+
+def _is_request_beside_its_call(span: SpanProfile) -> bool:
+    """Whether ``span`` is a call's HTTP request recorded outside the call's subtree, within its time."""
+    call = span.same_call_as
+    if call is None or span.children or not is_http_client_span(span):
+        return False
+    if not (call.start_ns <= span.start_ns and span.end_ns <= call.end_ns):
+        return False
+    # A request below its call (the nested shape) is the call's child and is scheduled as such.
+    ancestor = span.parent
+    while ancestor is not None:
+        if ancestor is call or ancestor.same_call_as is call:
+            return False
+        ancestor = ancestor.parent
+    return True
 
 
 def _scaled(duration: int, scale: float) -> int:
