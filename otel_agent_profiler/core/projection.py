@@ -22,10 +22,13 @@ last child. Among the children of one span:
 
 Children lying entirely outside their parent's interval and the CONSUMER children of a
 PRODUCER do not hold their parent up, exactly as for the critical path: they are left out with
-their subtrees. Children that *overflow* their parent are clipped to it (again as for the
-critical path), and so are their own children, recursively. The trace's roots are the children
-of one virtual span from the trace's earliest start to its latest end whose own time is never
-scaled; its tail keeps the time the trace runs past its last root (overflowing spans).
+their subtrees. So is an LLM call's HTTP request written beside the call rather than below it
+(``core.call_parts``): its time is the call's, scheduled where the call is, and kept it would hold
+its parent at its recorded end however the call changed. Children that *overflow* their parent
+are clipped to it (again as for the critical path), and so are their own children, recursively.
+The trace's roots are the children of one virtual span from the trace's earliest start to its
+latest end whose own time is never scaled; its tail keeps the time the trace runs past its last
+root (overflowing spans).
 
 Followed backwards from a span's end, the chain of the latest-ending child, its latest-ending
 dependency, and so on, is the span's critical path, and the own time along it is the span's
