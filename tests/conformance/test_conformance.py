@@ -21,6 +21,7 @@ import pytest
 
 from demo.fake_llm import FakeOpenAIServer
 from otel_agent_profiler import SpanProfile, TokenUsage
+from otel_agent_profiler.core.call_parts import is_http_client_span
 from otel_agent_profiler.core.findings import find_all
 from otel_agent_profiler.core.genai import strip_snapshot
 from tests.conformance.harness import (
@@ -55,26 +56,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.conformance]
 TIME_SCALE = 0.25
 OPENINFERENCE = "openinference.instrumentation."
 
-#: Ours, not the sources': with httpx instrumented in code, OpenInference's LangChain instrumentation leaves each
-#: call's HTTP request beside the model span, under the root. The what-if projection keeps such a request at its
-#: recorded time, so removing anything before it (a cold start in LangGraph's model node, 1.33 s in one run)
-#: reads as saving a few ms, and the top finding names the calls instead. Not strict: it shows only when the
-#: cold start lands inside a node rather than in the root.
-REQUEST_BESIDE_CALL_GAP = {
-    "test_top_finding_names_what_takes_the_time[processor+httpx]": (
-        False,
-        "ours: the what-if projection keeps an HTTP request written beside its call at its recorded time, so "
-        "removing a framework's own code before it reads as saving a few ms (1.33 s of cold start in "
-        "LangGraph's model node: 15 ms), and the top finding names the LLM calls instead",
-    )
-}
-
 SOURCES = [
     Source("pydantic-ai", "pydantic_ai_app.py", "frameworks", "pydantic-ai"),
     Source("openai-agents", "openai_agents_app.py", "frameworks", OPENINFERENCE + "openai_agents"),
-    Source(
-        "langgraph", "langgraph_app.py", "frameworks", OPENINFERENCE + "langchain", known_gaps=REQUEST_BESIDE_CALL_GAP
-    ),
+    Source("langgraph", "langgraph_app.py", "frameworks", OPENINFERENCE + "langchain"),
     # its agent's spans are CHAIN spans (FunctionAgent.run), no AGENT
     Source("llama-index", "llama_index_app.py", "openai2", OPENINFERENCE + "llama_index", categories=frozenset()),
     Source(
@@ -110,14 +95,12 @@ SOURCES = [
         "langchain_agent_app.py",
         "frameworks",
         OPENINFERENCE + "langchain",
-        known_gaps=REQUEST_BESIDE_CALL_GAP,
     ),
     Source(
         "langgraph-graph",
         "langgraph_graph_app.py",
         "frameworks",
         OPENINFERENCE + "langchain",
-        known_gaps=REQUEST_BESIDE_CALL_GAP,
     ),
     Source(
         "adk",
@@ -310,19 +293,21 @@ def test_time_to_first_token_of_the_stream(source: Source, mode: str) -> None:
 #: right. The candidates' times are the client's, as its spans recorded them, so what is left is rounding and
 #: a few milliseconds of framework code around a call that the finder's projection lets other work take over.
 TOP_FINDING_MARGIN = 0.03
-#: The margin when a part of an LLM call sits beside the call instead of below it (the HTTP request under
-#: LangChain's or LangGraph's model span with httpx instrumented in code; the OpenAI client's span under
-#: zero-code): the bottleneck finding's projection removes the calls' spans but keeps those parts, so it
-#: states a saving below the calls' time (784 ms for 884 ms, 11%, in one run). The ground truth cannot model
-#: the projection; the finder should remove a call's parts with it.
+#: The margin when a part of an LLM call other than its HTTP request sits beside the call instead of below it
+#: (the OpenAI client's span under zero-code): the bottleneck finding's projection removes the calls' spans but
+#: keeps those parts, so it states a saving below the calls' time. The ground truth cannot model the
+#: projection; the finder should remove a call's parts with it. An HTTP request beside its call (LangChain's or
+#: LangGraph's model span with httpx instrumented in code) is left out of the projection's schedule, so it
+#: needs no margin.
 TOP_FINDING_MARGIN_PARTS_BESIDE = 0.12
 
 
 def parts_beside_their_call(spans: list[SpanProfile]) -> bool:
-    """Whether an LLM span that is a part of a call (``same_call_as``) sits outside that call's span."""
+    """Whether an LLM span that is a part of a call (``same_call_as``), other than its HTTP request, sits outside
+    that call's span."""
     for span in spans:
         call = span.same_call_as
-        if span.category != "llm" or call is None:
+        if span.category != "llm" or call is None or is_http_client_span(span):
             continue
         ancestor = span.parent
         while ancestor is not None and ancestor is not call:
