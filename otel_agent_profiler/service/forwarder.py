@@ -48,6 +48,7 @@ from typing import Any, Protocol
 
 import grpc  # type: ignore[import-untyped]
 
+from ..core.units import plural
 from .request_split import halves, leaf_count
 from .signals import TRACES, Signal
 from .upstream_connection import UpstreamConnection
@@ -585,7 +586,7 @@ class Forwarder:
                 if not retryable(exc):
                     self.failing = True
                     logger.warning(
-                        "%d %ss not delivered: the upstream rejected them (%s)", batch.count, item, _describe(exc)
+                        "%s not delivered: the upstream rejected them (%s)", plural(batch.count, item), _describe(exc)
                     )
                     return Outcome(failed=batch.count)
                 if not self.failing:
