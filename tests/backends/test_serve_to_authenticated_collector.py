@@ -43,6 +43,7 @@ from tests.support.backends import (
 )
 from tests.support.go_backends import Otelcol, require_go_backends
 from tests.support.paths import ROOT
+from tests.support.serve_stop_line import STOP_LINE, stop_counts
 
 pytestmark = pytest.mark.e2e
 
@@ -341,7 +342,7 @@ def test_every_span_arrives_profiled_through_mutual_tls_and_the_token(name: str,
     assert int(attribute_values(root)[attributes.TRACE_SPAN_COUNT]) == SPANS
     assert run.counts["counts"]["forwarded"] == SPANS and run.counts["counts"]["failed"] == 0
     assert run.returncode == 0, run.log
-    assert f"received {SPANS} spans: {SPANS} forwarded, 0 not delivered" in run.log
+    assert _stop_counts(run.log)[:3] == (SPANS, SPANS, 0), run.log
 
 
 @pytest.mark.parametrize("name", DELIVERED)
@@ -360,11 +361,11 @@ def test_a_wrong_token_is_refused_counted_and_logged(protocol: str, collector_ru
     run = collector_run.runs[f"{protocol}_wrong_token"]
     refused = "gRPC UNAUTHENTICATED" if protocol == "grpc" else "HTTP 401"
     assert f"{SPANS} spans not delivered: the upstream rejected them ({refused}" in run.log
-    assert f"1 log records not delivered: the upstream rejected them ({refused}" in run.log
+    assert f"1 log record not delivered: the upstream rejected them ({refused}" in run.log
     assert run.counts["counts"]["failed"] == SPANS and run.counts["counts"]["forwarded"] == 0
     assert signal_counts(run.counts, "metrics")["failed"] == 1 == signal_counts(run.counts, "logs")["failed"]
     assert run.returncode == 1
-    assert f"received {SPANS} spans: 0 forwarded, {SPANS} not delivered" in run.log
+    assert _stop_counts(run.log)[:3] == (SPANS, 0, SPANS), run.log
     assert collector_run.spans(run.trace_id_hex) == [] and run.name not in collector_run.log_bodies()
     assert f"invoke_agent {run.name}" not in collector_run.profiled_roots()
 
@@ -378,7 +379,7 @@ def test_without_the_client_certificate_the_tls_failure_is_logged_and_counted(
     assert "TLS" in first_failure, first_failure  # says what failed, not only "unavailable"
     # Retried until the stop (the shutdown grace), then counted as not delivered.
     assert run.returncode == 1
-    assert f"received {SPANS} spans: 0 forwarded, {SPANS} not delivered" in run.log
+    assert _stop_counts(run.log)[:3] == (SPANS, 0, SPANS), run.log
     assert collector_run.spans(run.trace_id_hex) == [] and run.name not in collector_run.log_bodies()
     assert f"app.queue_depth.{run.name}" not in collector_run.metric_names()
     assert f"invoke_agent {run.name}" not in collector_run.profiled_roots()
@@ -391,3 +392,10 @@ def test_no_token_is_in_any_log_line_or_health_answer(collector_run: CollectorRu
             assert secret not in run.log, run.name
             assert secret not in run.health, run.name
         assert "headers authorization (values not shown)" in run.log  # the start-up line names the header only
+
+
+def _stop_counts(log: str) -> tuple[int | None, ...]:
+    """Received, forwarded, not delivered and rejected, from serve's stop line."""
+    match = STOP_LINE.search(log)
+    assert match, log
+    return stop_counts(match)
