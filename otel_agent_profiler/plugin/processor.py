@@ -126,8 +126,10 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             metrics=self._profile_metrics,
             enrich=self.config.enrich_spans,
         )
-        self._sample_bound = round(self.config.sample_rate * _TRACE_ID_LIMIT)
-        self._sample_all = self.config.sample_rate >= 1.0
+        # A trace is profiled when its id's low 64 bits are under the bound; at a rate of 1 the
+        # bound is past every such value, so one comparison decides for every rate.
+        rate = self.config.sample_rate
+        self._sample_bound = _TRACE_ID_LIMIT + 1 if rate >= 1.0 else round(rate * _TRACE_ID_LIMIT)
         self._recent: deque[TraceProfile] = deque(maxlen=_RECENT_PROFILES)
         self._profiled_traces = 0
         # itertools.count is safe to advance from many threads at once; see _take_sampled_out.
@@ -219,8 +221,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 # Started with the first span, so the wait for incomplete traces runs from then on.
                 self._ensure_worker()
             context = span.context
-            # _sampled, inlined: this runs for every span on the application's thread.
-            if not self._sample_all and (context.trace_id & _TRACE_ID_LIMIT) >= self._sample_bound:
+            # Inline rather than a method: this runs for every span on the application's thread.
+            if (context.trace_id & _TRACE_ID_LIMIT) >= self._sample_bound:
                 return
             for group in self._buffer.span_started(context.trace_id, context.span_id):
                 self._hand_to_worker(group)
@@ -232,7 +234,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 self._export((span,))
                 return
             context = span.context
-            if not self._sample_all and (context.trace_id & _TRACE_ID_LIMIT) >= self._sample_bound:
+            if (context.trace_id & _TRACE_ID_LIMIT) >= self._sample_bound:
                 next(self._sampled_out)
                 self._export((span,))
                 if self._worker is None:
