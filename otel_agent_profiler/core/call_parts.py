@@ -113,6 +113,25 @@ def _mark_requests_beside_their_calls(spans: list[SpanProfile]) -> None:
             with_request.add(id(call))
 
 
+def is_request_beside_its_call(span: SpanProfile) -> bool:
+    """Whether ``span`` is a call's HTTP request recorded outside the call's subtree, within its time.
+
+    What ``_mark_requests_beside_their_calls`` made part of a call, as against a request below it.
+    """
+    call = span.same_call_as
+    if call is None or span.children or not is_http_client_span(span):
+        return False
+    if not (call.start_ns <= span.start_ns and span.end_ns <= call.end_ns):
+        return False
+    # A request below its call (the nested shape) is the call's child and is scheduled as such.
+    ancestor = span.parent
+    while ancestor is not None:
+        if ancestor is call or ancestor.same_call_as is call:
+            return False
+        ancestor = ancestor.parent
+    return True
+
+
 def _asks_a_model(span: SpanProfile) -> bool:
     attributes = span.record.attributes
     for key in _URL_KEYS:

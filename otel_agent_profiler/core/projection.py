@@ -59,7 +59,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from .call_parts import is_http_client_span
+from .call_parts import is_request_beside_its_call
 from .profile import SpanProfile, TraceProfile
 from .records import SpanKind
 
@@ -329,7 +329,7 @@ def _clipped_tree(profile: TraceProfile) -> tuple[dict[SpanProfile, tuple[int, i
                 child_start >= end
                 or child_end <= start
                 or (producer and child.record.kind is SpanKind.CONSUMER)
-                or _is_request_beside_its_call(child)
+                or is_request_beside_its_call(child)
             ):
                 intervals[child] = (child_start, child_end)
                 continue
@@ -340,22 +340,6 @@ def _clipped_tree(profile: TraceProfile) -> tuple[dict[SpanProfile, tuple[int, i
         kept.sort()
         held[span] = kept
     return intervals, held
-
-
-def _is_request_beside_its_call(span: SpanProfile) -> bool:
-    """Whether ``span`` is a call's HTTP request recorded outside the call's subtree, within its time."""
-    call = span.same_call_as
-    if call is None or span.children or not is_http_client_span(span):
-        return False
-    if not (call.start_ns <= span.start_ns and span.end_ns <= call.end_ns):
-        return False
-    # A request below its call (the nested shape) is the call's child and is scheduled as such.
-    ancestor = span.parent
-    while ancestor is not None:
-        if ancestor is call or ancestor.same_call_as is call:
-            return False
-        ancestor = ancestor.parent
-    return True
 
 
 def _scaled(duration: int, scale: float) -> int:
