@@ -97,9 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         from .vllm_like import VllmLike
 
         vllm_like = VllmLike(max_running=args.max_running, otlp_endpoint=args.otlp_traces_endpoint)
-    server = FakeOpenAIServer(
-        port=args.port, time_scale=args.time_scale, seed=args.seed, vllm_like=vllm_like
-    ).start()
+    server = FakeOpenAIServer(port=args.port, time_scale=args.time_scale, seed=args.seed, vllm_like=vllm_like).start()
     # SIGTERM (what a test harness sends) should shut down as cleanly as Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     print(server.base_url, flush=True)

@@ -23,8 +23,7 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
-from opentelemetry.sdk import _configuration as sdk_configuration
-from opentelemetry.sdk import trace as sdk_trace
+from opentelemetry.sdk import _configuration as sdk_configuration, trace as sdk_trace
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter

@@ -27,8 +27,7 @@ from ..errors import InternalErrorLog, SpanDataError
 from .atif import is_atif_document, is_atif_list, records_from_atif
 from .jaeger_json import is_jaeger_document, records_from_jaeger
 from .otlp_json import records_from_otlp
-from .otlp_json_typed import DECODER as TYPED_DECODER
-from .otlp_json_typed import records_from_typed
+from .otlp_json_typed import DECODER as TYPED_DECODER, records_from_typed
 
 OTLP_JSON = "otlp-json"
 OTLP_JSON_LINES = "otlp-jsonl"

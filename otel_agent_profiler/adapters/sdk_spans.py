@@ -10,8 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind as OtelSpanKind
-from opentelemetry.trace import StatusCode as OtelStatusCode
+from opentelemetry.trace import SpanKind as OtelSpanKind, StatusCode as OtelStatusCode
 
 from .._sdk_internals import (
     ATTRIBUTES_FIELD,

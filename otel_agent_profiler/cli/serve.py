@@ -344,8 +344,7 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..service.app import ServeConfig
-    from ..service.app import run as run_service
+    from ..service.app import ServeConfig, run as run_service
     from ..service.pipeline import PipelineConfig
 
     if (args.tls_cert is None) != (args.tls_key is None):

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from .genai import TokenUsage, strip_snapshot
 from .json_tables import json_table
-from .price_sources import BUILT_IN_PRICES_AS_OF as BUILT_IN_PRICES_AS_OF
-from .price_sources import BUILT_IN_PRICES_SOURCES as BUILT_IN_PRICES_SOURCES
+from .price_sources import (
+    BUILT_IN_PRICES_AS_OF as BUILT_IN_PRICES_AS_OF,
+    BUILT_IN_PRICES_SOURCES as BUILT_IN_PRICES_SOURCES,
+)
 
 _PER_TOKEN = 1e-6
 

@@ -6,16 +6,18 @@ The attribute tables of docs/reference/attributes.md are written from ``SPAN_ATT
 
 from __future__ import annotations
 
-from ..adapters.recorded_attributes import BACKEND_KV_CACHE_USAGE_MAX as BACKEND_KV_CACHE_USAGE_MAX
-from ..adapters.recorded_attributes import BACKEND_PREEMPTIONS as BACKEND_PREEMPTIONS
-from ..adapters.recorded_attributes import BACKEND_PREFIX_CACHE_HIT_RATE as BACKEND_PREFIX_CACHE_HIT_RATE
-from ..adapters.recorded_attributes import BACKEND_RUNNING as BACKEND_RUNNING
-from ..adapters.recorded_attributes import BACKEND_RUNNING_MAX as BACKEND_RUNNING_MAX
-from ..adapters.recorded_attributes import BACKEND_SAMPLES as BACKEND_SAMPLES
-from ..adapters.recorded_attributes import BACKEND_SOURCE as BACKEND_SOURCE
-from ..adapters.recorded_attributes import BACKEND_WAITING as BACKEND_WAITING
-from ..adapters.recorded_attributes import BACKEND_WAITING_MAX as BACKEND_WAITING_MAX
-from ..adapters.recorded_attributes import COST_USD as COST_USD
+from ..adapters.recorded_attributes import (
+    BACKEND_KV_CACHE_USAGE_MAX as BACKEND_KV_CACHE_USAGE_MAX,
+    BACKEND_PREEMPTIONS as BACKEND_PREEMPTIONS,
+    BACKEND_PREFIX_CACHE_HIT_RATE as BACKEND_PREFIX_CACHE_HIT_RATE,
+    BACKEND_RUNNING as BACKEND_RUNNING,
+    BACKEND_RUNNING_MAX as BACKEND_RUNNING_MAX,
+    BACKEND_SAMPLES as BACKEND_SAMPLES,
+    BACKEND_SOURCE as BACKEND_SOURCE,
+    BACKEND_WAITING as BACKEND_WAITING,
+    BACKEND_WAITING_MAX as BACKEND_WAITING_MAX,
+    COST_USD as COST_USD,
+)
 from ..core.categories import CATEGORIES
 
 CATEGORY = "agent_profiler.category"

@@ -19,8 +19,7 @@ from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .limits import MAX_AUTO_WORKERS as MAX_AUTO_WORKERS
-from .limits import MIN_SPANS_FOR_WORKERS as MIN_SPANS_FOR_WORKERS
+from .limits import MAX_AUTO_WORKERS as MAX_AUTO_WORKERS, MIN_SPANS_FOR_WORKERS as MIN_SPANS_FOR_WORKERS
 
 if TYPE_CHECKING:
     import multiprocessing.context

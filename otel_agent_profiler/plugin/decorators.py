@@ -23,8 +23,7 @@ from contextvars import Token
 from types import TracebackType
 from typing import Any, TypeVar, overload
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import context as otel_context, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue

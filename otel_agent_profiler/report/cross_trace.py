@@ -19,9 +19,7 @@ from ..core.percentiles import percentile
 from ..core.profile import CategoryStats, OperationStats, TraceProfile
 from ..core.split_traces import Counted, SplitLLMCall, TraceCalls, calls_of, cross_trace_totals, find_split_llm_calls
 from ..core.units import format_duration, plural
-from .defaults import DEFAULT_TOP as DEFAULT_TOP
-from .defaults import MANY_TRACES as MANY_TRACES
-from .defaults import REPORT_MAX_LINES as REPORT_MAX_LINES
+from .defaults import DEFAULT_TOP as DEFAULT_TOP, MANY_TRACES as MANY_TRACES, REPORT_MAX_LINES as REPORT_MAX_LINES
 from .text import (
     ASCII,
     UNICODE,

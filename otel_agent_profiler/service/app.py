@@ -40,8 +40,13 @@ from .._version import __version__
 from ..core.units import plural
 from ..live.backend_poller import BackendPoller
 from ..live.profile_metrics import ProfileMetrics
-from .forwarder import DEFAULT_MAX_REQUEST_BYTES as DEFAULT_MAX_UPSTREAM_REQUEST_BYTES
-from .forwarder import Forwarder, grpc_target, http_signal_url, make_exporter
+from .forwarder import (
+    DEFAULT_MAX_REQUEST_BYTES as DEFAULT_MAX_UPSTREAM_REQUEST_BYTES,
+    Forwarder,
+    grpc_target,
+    http_signal_url,
+    make_exporter,
+)
 from .http_receiver import HttpEndpoints, HttpReceiver, ServiceLoop
 from .pipeline import Pipeline, PipelineConfig
 from .receivers import BearerToken, GrpcReceiver, Receive

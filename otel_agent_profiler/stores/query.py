@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .store_names import DEFAULT_LIMIT as DEFAULT_LIMIT
-from .store_names import JAEGER as JAEGER
-from .store_names import PHOENIX as PHOENIX
-from .store_names import STORES as STORES
-from .store_names import TEMPO as TEMPO
+from .store_names import (
+    DEFAULT_LIMIT as DEFAULT_LIMIT,
+    JAEGER as JAEGER,
+    PHOENIX as PHOENIX,
+    STORES as STORES,
+    TEMPO as TEMPO,
+)
 
 #: The window a Jaeger or Tempo search covers when no time is given, as in their own UIs.
 DEFAULT_WINDOW_NS = 3600 * 10**9

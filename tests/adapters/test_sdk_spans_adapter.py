@@ -11,9 +11,13 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode, set_span_in_
 
 from otel_agent_profiler._sdk_internals import PLAIN_LAYOUT_SPAN_TYPES
 from otel_agent_profiler.adapters.sdk_spans import record_from_span, records_from_spans
-from otel_agent_profiler.core.records import SpanEvent, SpanLink, SpanRecord
-from otel_agent_profiler.core.records import SpanKind as OurKind
-from otel_agent_profiler.core.records import StatusCode as OurStatus
+from otel_agent_profiler.core.records import (
+    SpanEvent,
+    SpanKind as OurKind,
+    SpanLink,
+    SpanRecord,
+    StatusCode as OurStatus,
+)
 
 
 class _Collected(ReadableSpan):

@@ -11,8 +11,7 @@ import json
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from otel_agent_profiler.core import PriceTable, SpanLink, SpanRecord, profile_trace
 from otel_agent_profiler.core.findings import (

@@ -13,8 +13,7 @@ import math
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from otel_agent_profiler.core import TraceProfile
 from otel_agent_profiler.core.projection import (

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from dataclasses import astuple
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from otel_agent_profiler.core import SpanRecord, TraceProfile, profile_records
 from tests.support.span_builders import CLIENT, CONSUMER, INTERNAL, PRODUCER, SERVER, sid, span, subtree

@@ -22,8 +22,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
-from otel_agent_profiler.core import CATEGORIES, PriceTable, SpanEvent, SpanRecord, TraceProfile, profile_records
-from otel_agent_profiler.core import profile_trace as core_profile_trace
+from otel_agent_profiler.core import (
+    CATEGORIES,
+    PriceTable,
+    SpanEvent,
+    SpanRecord,
+    TraceProfile,
+    profile_records,
+    profile_trace as core_profile_trace,
+)
 from otel_agent_profiler.core.pricing import with_built_in_prices
 from otel_agent_profiler.live import profile_metrics as pm
 from otel_agent_profiler.live.profile_metrics import OperationNames, ProfileMetrics

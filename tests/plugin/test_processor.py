@@ -36,8 +36,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import TraceProfile, profile_records
-from otel_agent_profiler.live import attributes as attr
-from otel_agent_profiler.live import profiling as profiling_module
+from otel_agent_profiler.live import attributes as attr, profiling as profiling_module
 from otel_agent_profiler.live.profile_metrics import ProfileMetrics
 from otel_agent_profiler.live.profile_options import ProfileOptions
 from otel_agent_profiler.live.trace_assembly import TraceAssembly

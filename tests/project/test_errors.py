@@ -16,8 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import otel_agent_profiler
 from otel_agent_profiler import errors
 from otel_agent_profiler.live.trace_assembly import TraceAssembly
-from otel_agent_profiler.plugin import processor as processor_module
-from otel_agent_profiler.plugin import wiring as wiring_module
+from otel_agent_profiler.plugin import processor as processor_module, wiring as wiring_module
 from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
 
 PACKAGE = Path(otel_agent_profiler.__file__).resolve().parent

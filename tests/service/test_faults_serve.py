@@ -41,8 +41,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from otel_agent_profiler.live import profiling as profiling_module
 from otel_agent_profiler.live.load_history import LoadHistory
-from otel_agent_profiler.service import app as app_module
-from otel_agent_profiler.service import pipeline as pipeline_module
+from otel_agent_profiler.service import app as app_module, pipeline as pipeline_module
 from otel_agent_profiler.service.app import ProfilingService, ServeConfig, run
 from otel_agent_profiler.service.pipeline import PipelineConfig
 from tests.support.backends import free_port, free_ports, http_exchange, port_open, wait_until
