@@ -9,33 +9,40 @@ from __future__ import annotations
 from collections.abc import Iterable as _Iterable
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from ._version import __version__
+from ._version import __version__ as __version__
 from .core.categories import classify
-from .core.lazy_exports import lazy_attributes as _lazy_attributes
+from .core.lazy_exports import exported_names as _exported_names, lazy_attributes as _lazy_attributes
 
 if _TYPE_CHECKING:
-    from .adapters import TraceFile, read_trace_file
+    from .adapters import TraceFile as TraceFile, read_trace_file as read_trace_file
     from .core import (
-        CATEGORIES,
-        Anomaly,
-        ModelPrice,
-        PriceTable,
-        SpanEvent,
-        SpanKind,
-        SpanLink,
-        SpanProfile,
-        SpanRecord,
-        StatusCode,
-        TokenUsage,
-        TraceProfile,
-        profiles_to_dict,
-        trace_to_dict,
+        CATEGORIES as CATEGORIES,
+        Anomaly as Anomaly,
+        Classifier as _Classifier,
+        ModelPrice as ModelPrice,
+        PriceTable as PriceTable,
+        SpanEvent as SpanEvent,
+        SpanKind as SpanKind,
+        SpanLink as SpanLink,
+        SpanProfile as SpanProfile,
+        SpanRecord as SpanRecord,
+        StatusCode as StatusCode,
+        TokenUsage as TokenUsage,
+        TraceProfile as TraceProfile,
+        profiles_to_dict as profiles_to_dict,
+        trace_to_dict as trace_to_dict,
     )
-    from .core import Classifier as _Classifier
-    from .errors import AgentProfilerError
-    from .plugin.decorators import agent, agent_span, profiled_span, tool, tool_span, traced
-    from .plugin.processor import AgentProfilerSpanProcessor
-    from .plugin.wiring import install
+    from .errors import AgentProfilerError as AgentProfilerError
+    from .plugin.decorators import (
+        agent as agent,
+        agent_span as agent_span,
+        profiled_span as profiled_span,
+        tool as tool,
+        tool_span as tool_span,
+        traced as traced,
+    )
+    from .plugin.processor import AgentProfilerSpanProcessor as AgentProfilerSpanProcessor
+    from .plugin.wiring import install as install
 
 
 def profile_trace(
@@ -69,68 +76,34 @@ def profile_records(
 # this package first, loads only what its command needs. The in-process plugin loads the
 # OpenTelemetry SDK, which the command line never needs.
 _EXPORTED_FROM = {
-    "TraceFile": "adapters",
-    "read_trace_file": "adapters",
-    "CATEGORIES": "core",
-    "Anomaly": "core",
-    "ModelPrice": "core",
-    "PriceTable": "core",
-    "SpanEvent": "core",
-    "SpanKind": "core",
-    "SpanLink": "core",
-    "SpanProfile": "core",
-    "SpanRecord": "core",
-    "StatusCode": "core",
-    "TokenUsage": "core",
-    "TraceProfile": "core",
-    "profiles_to_dict": "core",
-    "trace_to_dict": "core",
-    "AgentProfilerError": "errors",
-    "agent": "plugin.decorators",
-    "agent_span": "plugin.decorators",
-    "profiled_span": "plugin.decorators",
-    "tool": "plugin.decorators",
-    "tool_span": "plugin.decorators",
-    "traced": "plugin.decorators",
-    "AgentProfilerSpanProcessor": "plugin.processor",
-    "install": "plugin.wiring",
+    "adapters": ("TraceFile", "read_trace_file"),
+    "core": (
+        "CATEGORIES",
+        "Anomaly",
+        "ModelPrice",
+        "PriceTable",
+        "SpanEvent",
+        "SpanKind",
+        "SpanLink",
+        "SpanProfile",
+        "SpanRecord",
+        "StatusCode",
+        "TokenUsage",
+        "TraceProfile",
+        "profiles_to_dict",
+        "trace_to_dict",
+    ),
+    "errors": ("AgentProfilerError",),
+    "plugin.decorators": ("agent", "agent_span", "profiled_span", "tool", "tool_span", "traced"),
+    "plugin.processor": ("AgentProfilerSpanProcessor",),
+    "plugin.wiring": ("install",),
 }
 
 
 __getattr__ = _lazy_attributes(__name__, _EXPORTED_FROM, globals())[0]
 
 
-__all__ = [
-    "CATEGORIES",
-    "AgentProfilerError",
-    "AgentProfilerSpanProcessor",
-    "Anomaly",
-    "ModelPrice",
-    "PriceTable",
-    "SpanEvent",
-    "SpanKind",
-    "SpanLink",
-    "SpanProfile",
-    "SpanRecord",
-    "StatusCode",
-    "TokenUsage",
-    "TraceFile",
-    "TraceProfile",
-    "__version__",
-    "agent",
-    "agent_span",
-    "classify",
-    "install",
-    "profile_records",
-    "profile_trace",
-    "profiled_span",
-    "profiles_to_dict",
-    "read_trace_file",
-    "tool",
-    "tool_span",
-    "trace_to_dict",
-    "traced",
-]
+__all__ = sorted([*_exported_names(_EXPORTED_FROM), "__version__", "classify", "profile_records", "profile_trace"])
 
 
 def __dir__() -> list[str]:

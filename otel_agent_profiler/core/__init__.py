@@ -6,81 +6,52 @@ profiling service all feed it the same ``SpanRecord`` objects and get the same a
 
 from typing import TYPE_CHECKING
 
-from .lazy_exports import lazy_attributes as _lazy_attributes
+from .lazy_exports import exported_names as _exported_names, lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
-    from .analyze import Classifier, profile_records, profile_trace
-    from .categories import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE, classify
-    from .findings import Finding, FindingOptions, find_all, what_if
-    from .genai import TokenUsage
-    from .pricing import ModelPrice, PriceTable
-    from .profile import Anomaly, CategoryStats, OperationStats, SpanProfile, TraceProfile
-    from .projection import projected_duration_ns
-    from .records import AttributeValue, SpanEvent, SpanKind, SpanLink, SpanRecord, StatusCode
-    from .schema import profiles_to_dict, trace_to_dict
+    from .analyze import Classifier as Classifier, profile_records as profile_records, profile_trace as profile_trace
+    from .categories import (
+        CATEGORIES as CATEGORIES,
+        CATEGORY_OVERRIDE_ATTRIBUTE as CATEGORY_OVERRIDE_ATTRIBUTE,
+        classify as classify,
+    )
+    from .findings import Finding as Finding, FindingOptions as FindingOptions, find_all as find_all, what_if as what_if
+    from .genai import TokenUsage as TokenUsage
+    from .pricing import ModelPrice as ModelPrice, PriceTable as PriceTable
+    from .profile import (
+        Anomaly as Anomaly,
+        CategoryStats as CategoryStats,
+        OperationStats as OperationStats,
+        SpanProfile as SpanProfile,
+        TraceProfile as TraceProfile,
+    )
+    from .projection import projected_duration_ns as projected_duration_ns
+    from .records import (
+        AttributeValue as AttributeValue,
+        SpanEvent as SpanEvent,
+        SpanKind as SpanKind,
+        SpanLink as SpanLink,
+        SpanRecord as SpanRecord,
+        StatusCode as StatusCode,
+    )
+    from .schema import profiles_to_dict as profiles_to_dict, trace_to_dict as trace_to_dict
 
 # Each name is imported from its module on first use: importing one module of the
 # core (the command line's `--help` reads the price table's date) loads that module, not all of them.
 _EXPORTED_FROM = {
-    "Classifier": "analyze",
-    "profile_records": "analyze",
-    "profile_trace": "analyze",
-    "CATEGORIES": "categories",
-    "CATEGORY_OVERRIDE_ATTRIBUTE": "categories",
-    "classify": "categories",
-    "Finding": "findings",
-    "FindingOptions": "findings",
-    "find_all": "findings",
-    "what_if": "findings",
-    "TokenUsage": "genai",
-    "ModelPrice": "pricing",
-    "PriceTable": "pricing",
-    "Anomaly": "profile",
-    "CategoryStats": "profile",
-    "OperationStats": "profile",
-    "SpanProfile": "profile",
-    "TraceProfile": "profile",
-    "projected_duration_ns": "projection",
-    "AttributeValue": "records",
-    "SpanEvent": "records",
-    "SpanKind": "records",
-    "SpanLink": "records",
-    "SpanRecord": "records",
-    "StatusCode": "records",
-    "profiles_to_dict": "schema",
-    "trace_to_dict": "schema",
+    "analyze": ("Classifier", "profile_records", "profile_trace"),
+    "categories": ("CATEGORIES", "CATEGORY_OVERRIDE_ATTRIBUTE", "classify"),
+    "findings": ("Finding", "FindingOptions", "find_all", "what_if"),
+    "genai": ("TokenUsage",),
+    "pricing": ("ModelPrice", "PriceTable"),
+    "profile": ("Anomaly", "CategoryStats", "OperationStats", "SpanProfile", "TraceProfile"),
+    "projection": ("projected_duration_ns",),
+    "records": ("AttributeValue", "SpanEvent", "SpanKind", "SpanLink", "SpanRecord", "StatusCode"),
+    "schema": ("profiles_to_dict", "trace_to_dict"),
 }
 
 
 __getattr__, __dir__ = _lazy_attributes(__name__, _EXPORTED_FROM, globals())
 
 
-__all__ = [
-    "CATEGORIES",
-    "CATEGORY_OVERRIDE_ATTRIBUTE",
-    "Anomaly",
-    "AttributeValue",
-    "CategoryStats",
-    "Classifier",
-    "Finding",
-    "FindingOptions",
-    "ModelPrice",
-    "OperationStats",
-    "PriceTable",
-    "SpanEvent",
-    "SpanKind",
-    "SpanLink",
-    "SpanProfile",
-    "SpanRecord",
-    "StatusCode",
-    "TokenUsage",
-    "TraceProfile",
-    "classify",
-    "find_all",
-    "profile_records",
-    "profile_trace",
-    "profiles_to_dict",
-    "projected_duration_ns",
-    "trace_to_dict",
-    "what_if",
-]
+__all__ = _exported_names(_EXPORTED_FROM)

@@ -10,59 +10,47 @@ Internal: used by the command line and ``analytics``; read files with the public
 
 from typing import TYPE_CHECKING
 
-from ..core.lazy_exports import lazy_attributes as _lazy_attributes
+from ..core.lazy_exports import exported_names as _exported_names, lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
     from .loading import (
-        PROFILING,
-        PROFILING_BUGS,
-        READING,
-        FileRead,
-        LoadedProfiles,
-        LoadProgress,
-        cyclic_gc_paused,
-        files_read,
-        load_profiles,
-        profile_groups,
-        profile_read_files,
-        profile_trace_files,
-        read_trace_files,
+        PROFILING as PROFILING,
+        PROFILING_BUGS as PROFILING_BUGS,
+        READING as READING,
+        FileRead as FileRead,
+        LoadedProfiles as LoadedProfiles,
+        LoadProgress as LoadProgress,
+        cyclic_gc_paused as cyclic_gc_paused,
+        files_read as files_read,
+        load_profiles as load_profiles,
+        profile_groups as profile_groups,
+        profile_read_files as profile_read_files,
+        profile_trace_files as profile_trace_files,
+        read_trace_files as read_trace_files,
     )
 
 # Each name is imported from its module on first use: a command that uses one
 # module of the engine (`--help` reads a few constants) loads that module, not the pipeline.
 _EXPORTED_FROM = {
-    "PROFILING": "loading",
-    "PROFILING_BUGS": "loading",
-    "READING": "loading",
-    "FileRead": "loading",
-    "LoadedProfiles": "loading",
-    "LoadProgress": "loading",
-    "cyclic_gc_paused": "loading",
-    "files_read": "loading",
-    "load_profiles": "loading",
-    "profile_groups": "loading",
-    "profile_read_files": "loading",
-    "profile_trace_files": "loading",
-    "read_trace_files": "loading",
+    "loading": (
+        "PROFILING",
+        "PROFILING_BUGS",
+        "READING",
+        "FileRead",
+        "LoadedProfiles",
+        "LoadProgress",
+        "cyclic_gc_paused",
+        "files_read",
+        "load_profiles",
+        "profile_groups",
+        "profile_read_files",
+        "profile_trace_files",
+        "read_trace_files",
+    ),
 }
 
 
 __getattr__, __dir__ = _lazy_attributes(__name__, _EXPORTED_FROM, globals())
 
 
-__all__ = [
-    "PROFILING",
-    "PROFILING_BUGS",
-    "READING",
-    "FileRead",
-    "LoadProgress",
-    "LoadedProfiles",
-    "cyclic_gc_paused",
-    "files_read",
-    "load_profiles",
-    "profile_groups",
-    "profile_read_files",
-    "profile_trace_files",
-    "read_trace_files",
-]
+__all__ = _exported_names(_EXPORTED_FROM)

@@ -43,173 +43,127 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lazy_exports import lazy_attributes as _lazy_attributes
+from ..lazy_exports import exported_names as _exported_names, lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
-    from .all_findings import find_all
+    from .all_findings import find_all as find_all
     from .base import (
-        CATEGORY_BUDGET_MEASURES,
-        DEFAULT_CONTEXT_WINDOWS,
-        DEFAULT_OPTIONS,
-        Evidence,
-        Finding,
-        FindingOptions,
-        JSONValue,
-        describe_location,
-        describe_where,
-        format_duration,
-        where,
+        CATEGORY_BUDGET_MEASURES as CATEGORY_BUDGET_MEASURES,
+        DEFAULT_CONTEXT_WINDOWS as DEFAULT_CONTEXT_WINDOWS,
+        DEFAULT_OPTIONS as DEFAULT_OPTIONS,
+        Evidence as Evidence,
+        Finding as Finding,
+        FindingOptions as FindingOptions,
+        JSONValue as JSONValue,
+        describe_location as describe_location,
+        describe_where as describe_where,
+        format_duration as format_duration,
+        where as where,
     )
-    from .bottlenecks import BOTTLENECK, SLOW_TOOL, find_bottlenecks, find_slow_tools
-    from .kinds import Change, Finder, FindingKind, Grouping
-    from .large_prompts import LARGE_PROMPT, context_window, find_large_prompts
-    from .llm_chains import SEQUENTIAL_LLM_CHAIN, find_sequential_llm_chains
-    from .llm_phases import LLM_DECODE, LLM_PREFILL, LLM_QUEUE, find_llm_phases
-    from .llm_timing import LLM_GAPS, LLM_TIMING, PREFIX_CACHE, find_llm_gaps, find_llm_timing, find_prefix_cache
+    from .bottlenecks import (
+        BOTTLENECK as BOTTLENECK,
+        SLOW_TOOL as SLOW_TOOL,
+        find_bottlenecks as find_bottlenecks,
+        find_slow_tools as find_slow_tools,
+    )
+    from .kinds import Change as Change, Finder as Finder, FindingKind as FindingKind, Grouping as Grouping
+    from .large_prompts import (
+        LARGE_PROMPT as LARGE_PROMPT,
+        context_window as context_window,
+        find_large_prompts as find_large_prompts,
+    )
+    from .llm_chains import (
+        SEQUENTIAL_LLM_CHAIN as SEQUENTIAL_LLM_CHAIN,
+        find_sequential_llm_chains as find_sequential_llm_chains,
+    )
+    from .llm_phases import (
+        LLM_DECODE as LLM_DECODE,
+        LLM_PREFILL as LLM_PREFILL,
+        LLM_QUEUE as LLM_QUEUE,
+        find_llm_phases as find_llm_phases,
+    )
+    from .llm_timing import (
+        LLM_GAPS as LLM_GAPS,
+        LLM_TIMING as LLM_TIMING,
+        PREFIX_CACHE as PREFIX_CACHE,
+        find_llm_gaps as find_llm_gaps,
+        find_llm_timing as find_llm_timing,
+        find_prefix_cache as find_prefix_cache,
+    )
     from .parallelization import (
-        PARALLELIZABLE,
-        dependency,
-        find_parallelization,
-        recorded_input,
-        recorded_output,
-        tool_call_id,
+        PARALLELIZABLE as PARALLELIZABLE,
+        dependency as dependency,
+        find_parallelization as find_parallelization,
+        recorded_input as recorded_input,
+        recorded_output as recorded_output,
+        tool_call_id as tool_call_id,
     )
-    from .ranking import CombinedProjection, combined_projection, rank
-    from .registry import BY_KIND, FINDERS, KINDS, REGISTRY
-    from .repeated_tool_calls import REPEATED_TOOL_CALL, find_repeated_tool_calls, tool_arguments
-    from .tokens_and_budgets import BUDGET_EXCEEDED, TOKEN_PROFILE, find_budget_overruns, find_token_profile
-    from .what_ifs import WHAT_IF, WhatIfProjection, find_what_ifs, select, what_if, what_ifs_together
+    from .ranking import (
+        CombinedProjection as CombinedProjection,
+        combined_projection as combined_projection,
+        rank as rank,
+    )
+    from .registry import BY_KIND as BY_KIND, FINDERS as FINDERS, KINDS as KINDS, REGISTRY as REGISTRY
+    from .repeated_tool_calls import (
+        REPEATED_TOOL_CALL as REPEATED_TOOL_CALL,
+        find_repeated_tool_calls as find_repeated_tool_calls,
+        tool_arguments as tool_arguments,
+    )
+    from .tokens_and_budgets import (
+        BUDGET_EXCEEDED as BUDGET_EXCEEDED,
+        TOKEN_PROFILE as TOKEN_PROFILE,
+        find_budget_overruns as find_budget_overruns,
+        find_token_profile as find_token_profile,
+    )
+    from .what_ifs import (
+        WHAT_IF as WHAT_IF,
+        WhatIfProjection as WhatIfProjection,
+        find_what_ifs as find_what_ifs,
+        select as select,
+        what_if as what_if,
+        what_ifs_together as what_ifs_together,
+    )
 
 # Each name is imported from its module on first use: a module that needs one
 # constant (the default context windows, a kind's name) does not load every finder.
 _EXPORTED_FROM = {
-    "find_all": "all_findings",
-    "CATEGORY_BUDGET_MEASURES": "base",
-    "DEFAULT_CONTEXT_WINDOWS": "base",
-    "DEFAULT_OPTIONS": "base",
-    "Evidence": "base",
-    "Finding": "base",
-    "FindingOptions": "base",
-    "JSONValue": "base",
-    "describe_location": "base",
-    "describe_where": "base",
-    "format_duration": "base",
-    "where": "base",
-    "BOTTLENECK": "bottlenecks",
-    "SLOW_TOOL": "bottlenecks",
-    "find_bottlenecks": "bottlenecks",
-    "find_slow_tools": "bottlenecks",
-    "Change": "kinds",
-    "Finder": "kinds",
-    "FindingKind": "kinds",
-    "Grouping": "kinds",
-    "LARGE_PROMPT": "large_prompts",
-    "context_window": "large_prompts",
-    "find_large_prompts": "large_prompts",
-    "SEQUENTIAL_LLM_CHAIN": "llm_chains",
-    "find_sequential_llm_chains": "llm_chains",
-    "LLM_DECODE": "llm_phases",
-    "LLM_PREFILL": "llm_phases",
-    "LLM_QUEUE": "llm_phases",
-    "find_llm_phases": "llm_phases",
-    "LLM_GAPS": "llm_timing",
-    "LLM_TIMING": "llm_timing",
-    "PREFIX_CACHE": "llm_timing",
-    "find_llm_gaps": "llm_timing",
-    "find_llm_timing": "llm_timing",
-    "find_prefix_cache": "llm_timing",
-    "PARALLELIZABLE": "parallelization",
-    "dependency": "parallelization",
-    "find_parallelization": "parallelization",
-    "recorded_input": "parallelization",
-    "recorded_output": "parallelization",
-    "tool_call_id": "parallelization",
-    "CombinedProjection": "ranking",
-    "combined_projection": "ranking",
-    "rank": "ranking",
-    "BY_KIND": "registry",
-    "FINDERS": "registry",
-    "KINDS": "registry",
-    "REGISTRY": "registry",
-    "REPEATED_TOOL_CALL": "repeated_tool_calls",
-    "find_repeated_tool_calls": "repeated_tool_calls",
-    "tool_arguments": "repeated_tool_calls",
-    "BUDGET_EXCEEDED": "tokens_and_budgets",
-    "TOKEN_PROFILE": "tokens_and_budgets",
-    "find_budget_overruns": "tokens_and_budgets",
-    "find_token_profile": "tokens_and_budgets",
-    "WHAT_IF": "what_ifs",
-    "WhatIfProjection": "what_ifs",
-    "find_what_ifs": "what_ifs",
-    "select": "what_ifs",
-    "what_if": "what_ifs",
-    "what_ifs_together": "what_ifs",
+    "all_findings": ("find_all",),
+    "base": (
+        "CATEGORY_BUDGET_MEASURES",
+        "DEFAULT_CONTEXT_WINDOWS",
+        "DEFAULT_OPTIONS",
+        "Evidence",
+        "Finding",
+        "FindingOptions",
+        "JSONValue",
+        "describe_location",
+        "describe_where",
+        "format_duration",
+        "where",
+    ),
+    "bottlenecks": ("BOTTLENECK", "SLOW_TOOL", "find_bottlenecks", "find_slow_tools"),
+    "kinds": ("Change", "Finder", "FindingKind", "Grouping"),
+    "large_prompts": ("LARGE_PROMPT", "context_window", "find_large_prompts"),
+    "llm_chains": ("SEQUENTIAL_LLM_CHAIN", "find_sequential_llm_chains"),
+    "llm_phases": ("LLM_DECODE", "LLM_PREFILL", "LLM_QUEUE", "find_llm_phases"),
+    "llm_timing": ("LLM_GAPS", "LLM_TIMING", "PREFIX_CACHE", "find_llm_gaps", "find_llm_timing", "find_prefix_cache"),
+    "parallelization": (
+        "PARALLELIZABLE",
+        "dependency",
+        "find_parallelization",
+        "recorded_input",
+        "recorded_output",
+        "tool_call_id",
+    ),
+    "ranking": ("CombinedProjection", "combined_projection", "rank"),
+    "registry": ("BY_KIND", "FINDERS", "KINDS", "REGISTRY"),
+    "repeated_tool_calls": ("REPEATED_TOOL_CALL", "find_repeated_tool_calls", "tool_arguments"),
+    "tokens_and_budgets": ("BUDGET_EXCEEDED", "TOKEN_PROFILE", "find_budget_overruns", "find_token_profile"),
+    "what_ifs": ("WHAT_IF", "WhatIfProjection", "find_what_ifs", "select", "what_if", "what_ifs_together"),
 }
 
 
 __getattr__, __dir__ = _lazy_attributes(__name__, _EXPORTED_FROM, globals())
 
 
-__all__ = [
-    "BOTTLENECK",
-    "BUDGET_EXCEEDED",
-    "BY_KIND",
-    "CATEGORY_BUDGET_MEASURES",
-    "DEFAULT_CONTEXT_WINDOWS",
-    "DEFAULT_OPTIONS",
-    "FINDERS",
-    "KINDS",
-    "LARGE_PROMPT",
-    "LLM_DECODE",
-    "LLM_GAPS",
-    "LLM_PREFILL",
-    "LLM_QUEUE",
-    "LLM_TIMING",
-    "PARALLELIZABLE",
-    "PREFIX_CACHE",
-    "REGISTRY",
-    "REPEATED_TOOL_CALL",
-    "SEQUENTIAL_LLM_CHAIN",
-    "SLOW_TOOL",
-    "TOKEN_PROFILE",
-    "WHAT_IF",
-    "Change",
-    "CombinedProjection",
-    "Evidence",
-    "Finder",
-    "Finding",
-    "FindingKind",
-    "FindingOptions",
-    "Grouping",
-    "JSONValue",
-    "WhatIfProjection",
-    "combined_projection",
-    "context_window",
-    "dependency",
-    "describe_location",
-    "describe_where",
-    "find_all",
-    "find_bottlenecks",
-    "find_budget_overruns",
-    "find_large_prompts",
-    "find_llm_gaps",
-    "find_llm_phases",
-    "find_llm_timing",
-    "find_parallelization",
-    "find_prefix_cache",
-    "find_repeated_tool_calls",
-    "find_sequential_llm_chains",
-    "find_slow_tools",
-    "find_token_profile",
-    "find_what_ifs",
-    "format_duration",
-    "rank",
-    "recorded_input",
-    "recorded_output",
-    "select",
-    "tool_arguments",
-    "tool_call_id",
-    "what_if",
-    "what_ifs_together",
-    "where",
-]
+__all__ = _exported_names(_EXPORTED_FROM)
