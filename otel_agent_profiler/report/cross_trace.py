@@ -36,6 +36,10 @@ from .text import (
 )
 
 _TOP_OPERATIONS = 10
+#: The operation column: wide enough for most names within 80 columns, and at most as wide as the
+#: single trace's (report/text.py), however long a name.
+_OPERATION_WIDTH = 18
+_OPERATION_MAX_WIDTH = 24
 #: The legend of the tables' median and p90 columns, of a category or an operation.
 _PERCENTILES = "median and p90: the critical-path time that half, and 90%, of the traces with the {what} hold at most"
 _TOP_FINDINGS = 10
@@ -164,17 +168,21 @@ def _operations_table(profiles: Sequence[Totals], glyphs: Glyphs) -> list[str]:
         for key, stats in profile.operations.items():
             per_operation.setdefault(key, []).append(stats.critical_path_ns)
     ranked = sorted(per_operation.items(), key=lambda item: (-sum(item[1]), -len(item[1]), item[0]))
+    shown = ranked[:_TOP_OPERATIONS]
+    # As wide as the longest name shown, up to the single trace's table: short names keep the
+    # table within 80 columns, and a name like "text-embedding-3-small" is not cut.
+    width = max(_OPERATION_WIDTH, min(_OPERATION_MAX_WIDTH, max((len(op) for (_, op), _ in shown), default=0)))
     lines = [
         "",
         "Top operations across traces by critical-path time",
-        f"  {'operation':<18} {'category':<9} {'traces':>6} {'critical path':>13} {'share':>6} "
+        f"  {'operation':<{width}} {'category':<9} {'traces':>6} {'critical path':>13} {'share':>6} "
         f"{'median':>10} {'p90':>10}",
     ]
     rows = []
-    for (category, operation), per_trace in ranked[:_TOP_OPERATIONS]:
+    for (category, operation), per_trace in shown:
         total = sum(per_trace)
         rows.append(
-            f"  {_cut(operation, 18, glyphs):<18} {category:<9} {len(per_trace):>6} {time_cell(total):>13} "
+            f"  {_cut(operation, width, glyphs):<{width}} {category:<9} {len(per_trace):>6} {time_cell(total):>13} "
             f"{_share(total, critical)} {time_cell(percentile(per_trace, 0.5)):>10} "
             f"{time_cell(percentile(per_trace, 0.9)):>10}"
         )

@@ -180,3 +180,37 @@ def test_across_traces_a_saving_on_estimated_times_says_so() -> None:
     (group,) = aggregate_findings(findings)
     assert group.total_ns == 0
     assert _sentence(group, 2).endswith("(by times the trace's adapter estimated, not measured ones).")
+
+
+def test_the_operations_table_shows_names_whole_up_to_the_single_traces_width(
+    twenty_traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _analyze(capsys, str(twenty_traces))
+    table = report.split("Top operations across traces by critical-path time\n")[1].split("\n  (median")[0]
+    header, *rows = table.splitlines()
+    # The column is as wide as the longest name: the embedding model's 22 characters, not cut.
+    assert "  text-embedding-3-small embedding" in table
+    category_column = header.index("category")
+    for row in rows[:-1]:  # the last row counts the operations left out
+        assert row[category_column - 1] == " " and row[category_column] != " ", table
+    assert "…" not in "".join(row.split()[0] for row in rows[:-1])
+
+
+def test_a_name_longer_than_the_single_traces_column_is_cut_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long_name = "a_tool_with_a_name_far_longer_than_any_column"
+    spans = [span for run in generate_runs(TRACES, seed=5) for span in run]
+    for span in spans:
+        if span["name"].startswith("execute_tool"):
+            span["attributes"] = [
+                {"key": "gen_ai.tool.name", "value": {"stringValue": long_name}}
+                if a["key"] == "gen_ai.tool.name"
+                else a
+                for a in span["attributes"]
+            ]
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(otlp_document(spans)), encoding="utf-8")
+    report = _analyze(capsys, str(path))
+    table = report.split("Top operations across traces by critical-path time\n")[1].split("\n  (median")[0]
+    assert f"  {long_name[:23]}… tool" in table, table
