@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import urllib.error
 import urllib.request
@@ -32,6 +33,7 @@ from demo.fake_llm import FakeOpenAIServer
 from demo.vllm_like import VllmLike
 from otel_agent_profiler import AgentProfilerSpanProcessor
 from otel_agent_profiler.live import attributes as attr
+from tests.support.backends import wait_until
 from tests.support.concurrent_calls import run_at_once
 
 TRACE_IDS = [f"{i + 1:032x}" for i in range(3)]
@@ -108,9 +110,16 @@ def test_metrics_have_vllms_names_and_types():
     with FakeOpenAIServer(time_scale=0.05, vllm_like=vllm) as server:
         _concurrent_chats(server.base_url)
         replies = [_chat(server.base_url, "again")]
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10) as response:
-            content_type = response.headers["Content-Type"]
-            text = response.read().decode()
+
+        def scrape_once_all_recorded() -> tuple[str, str] | None:
+            # The server frees a request's slot and records its metrics just after the reply is
+            # sent (as vLLM does, asynchronously): the client may read /metrics before that.
+            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10) as response:
+                scraped = response.headers["Content-Type"], response.read().decode()
+            done = re.search(r"^vllm:e2e_request_latency_seconds_count\{[^}]*\} (\S+)$", scraped[1], re.MULTILINE)
+            return scraped if done and float(done.group(1)) == 4 else None
+
+        content_type, text = wait_until(scrape_once_all_recorded, 10, "the four requests' metrics")
         prompt_tokens = sum(
             entry["prompt_tokens"] for entry in server.requests if entry["path"].endswith("completions")
         )
