@@ -84,6 +84,8 @@ _SHOWN_ANOMALIES = 10
 DEFAULT_MAX_DETAIL_SPANS = 15_000
 #: Traces listed in the table (the slowest).
 MAX_TABLE_ROWS = 2_000
+#: About how many rows of the traces table its box shows before it scrolls (`.scroll.short`).
+ROWS_IN_VIEW = 13
 _TOP_OPERATIONS = 15
 
 
@@ -358,6 +360,15 @@ def _saving_cell(saving: Mapping[str, Any] | None) -> str:
     return f'<td class="num" title="{html.escape(saving["assumes"])}">{_fmt_ms(saving["ms"])}</td>'
 
 
+def _table_note(traces: int) -> str:
+    """How the traces table is ordered, and, when it holds more rows than its box shows, that it scrolls:
+    a box cut at a row boundary looks like the whole list."""
+    listed = min(traces, MAX_TABLE_ROWS)
+    if listed <= ROWS_IN_VIEW:
+        return "Slowest first."
+    return f"Slowest first; scroll the table to see all {listed:,}."
+
+
 def _trace_table(
     profiles: Sequence[TraceProfile], findings: Mapping[str, Sequence[Finding]], embedded: set[str]
 ) -> str:
@@ -496,7 +507,7 @@ script-src 'unsafe-inline'; img-src data:">
 <main>
 <section class="card" id="traces">
 <h2>Traces</h2>
-<p class="note">Slowest first. Click a trace to show it below.{html.escape(budget_note)}</p>
+<p class="note">{_table_note(len(ordered))} Click a trace to show it below.{html.escape(budget_note)}</p>
 {_trace_table(ordered, findings, set(traces))}
 </section>
 <section class="card" id="trace-view">

@@ -36,7 +36,8 @@ h3 { font-size: 14px; margin: 14px 0 6px; font-weight: 600; color: var(--muted);
 .legend i.cp { background: #fff; border: 2px solid var(--cp); }
 .legend i.off { background: #c9ced8; opacity: .6; }
 .scroll { max-height: 640px; overflow: auto; border: 1px solid var(--line); border-radius: 6px; }
-.scroll.short { max-height: 420px; }
+/* 13 rows and half of the next, so that the cut shows there is more. */
+.scroll.short { max-height: 435px; }
 /* As tall as its rows: the page is the one scroll, no row is cut in half by a box's edge. */
 .wide { overflow-x: auto; border: 1px solid var(--line); border-radius: 6px; }
 svg.sticky-axis { position: sticky; top: 0; z-index: 1; background: #fff; border-bottom: 1px solid var(--line); }

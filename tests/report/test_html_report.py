@@ -376,3 +376,10 @@ def test_help_lists_the_report_command(capsys: pytest.CaptureFixture[str]) -> No
         *("--spike-threshold", "--prefix-cache"),
     ):
         assert option in text
+
+
+def test_the_traces_note_says_the_table_scrolls_only_when_it_does() -> None:
+    few = profiles_of(runs_document(3))
+    assert '<p class="note">Slowest first. Click a trace' in render_html(few, findings_of(few))
+    many = profiles_of(runs_document(20))
+    assert "Slowest first; scroll the table to see all 20. Click a trace" in render_html(many, findings_of(many))

@@ -232,3 +232,22 @@ def test_a_long_trace_reads_in_minutes_with_labels_sized_to_their_boxes(tmp_path
     helper = re.search(rf'<rect [^>]*width="([0-9.]+)"[^>]*data-span-id="{sid("helper")}"', bars)
     assert helper is not None and int((float(helper.group(1)) - 6) / 6.3) < len("little_list_filter_1")
     assert "little_list_filter_1" in labels
+
+
+def test_the_traces_table_shows_that_it_scrolls(report: tuple[Path, list[TraceProfile]], tmp_path: Path) -> None:
+    path, profiles = report
+    page = path.read_text(encoding="utf-8")
+    assert f"Slowest first; scroll the table to see all {len(profiles)}." in page
+    # Measured as the browser lays the page out: the box ends partway through a row, so the cut
+    # shows there is more (a box ending at a row's edge looks like the whole list).
+    measure = (
+        "<script>const box = document.querySelector('#traces .scroll');"
+        "const row = box.querySelector('tbody tr');"
+        "const head = box.querySelector('thead').offsetHeight;"
+        "document.body.dataset.rowsInView = ((box.clientHeight - head) / row.offsetHeight).toFixed(2);</script></body>"
+    )
+    measured = tmp_path / "measured.html"
+    measured.write_text(page.replace("</body>", measure), encoding="utf-8")
+    rows_in_view = float(re.search(r'data-rows-in-view="([0-9.]+)"', _dump_dom(measured.as_uri())).group(1))  # type: ignore[union-attr]
+    assert len(profiles) > rows_in_view
+    assert 0.25 <= rows_in_view % 1 <= 0.75, rows_in_view
