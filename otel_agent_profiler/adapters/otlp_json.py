@@ -14,21 +14,16 @@ from typing import Any
 from ..core.records import AttributeValue, SpanKind, SpanRecord, StatusCode
 from ..errors import BadIdError, SpanDataError
 from .ids import KnownIds, normalize_id, normalize_parent_id
-from .otlp_records import KINDS_BY_NUMBER, STATUS_BY_NUMBER, EventFields, LinkFields, span_record, timestamp_ns
-
-_KINDS_BY_NAME = {
-    "SPAN_KIND_UNSPECIFIED": SpanKind.INTERNAL,
-    "SPAN_KIND_INTERNAL": SpanKind.INTERNAL,
-    "SPAN_KIND_SERVER": SpanKind.SERVER,
-    "SPAN_KIND_CLIENT": SpanKind.CLIENT,
-    "SPAN_KIND_PRODUCER": SpanKind.PRODUCER,
-    "SPAN_KIND_CONSUMER": SpanKind.CONSUMER,
-}
-_STATUS_BY_NAME = {
-    "STATUS_CODE_UNSET": StatusCode.UNSET,
-    "STATUS_CODE_OK": StatusCode.OK,
-    "STATUS_CODE_ERROR": StatusCode.ERROR,
-}
+from .otlp_records import (
+    KINDS_BY_NAME,
+    KINDS_BY_NUMBER,
+    STATUS_BY_NAME,
+    STATUS_BY_NUMBER,
+    EventFields,
+    LinkFields,
+    span_record,
+    timestamp_ns,
+)
 
 
 def any_value(value: Mapping[str, Any]) -> AttributeValue:
@@ -94,7 +89,7 @@ def kind_of(raw: Any) -> SpanKind:
     """A span kind from its OTLP number or enum name."""
     if raw is None:
         return SpanKind.INTERNAL
-    kind = KINDS_BY_NUMBER.get(raw) if isinstance(raw, int) else _KINDS_BY_NAME.get(raw)
+    kind = KINDS_BY_NUMBER.get(raw) if isinstance(raw, int) else KINDS_BY_NAME.get(raw)
     if kind is None:
         raise SpanDataError(f"unknown span kind {raw!r}")
     return kind
@@ -102,7 +97,7 @@ def kind_of(raw: Any) -> SpanKind:
 
 def status_of(code: Any, message: Any) -> tuple[StatusCode, str]:
     """A status code from its OTLP number or enum name, and its message."""
-    status = STATUS_BY_NUMBER.get(code) if isinstance(code, int) else _STATUS_BY_NAME.get(code)
+    status = STATUS_BY_NUMBER.get(code) if isinstance(code, int) else STATUS_BY_NAME.get(code)
     if status is None:
         raise SpanDataError(f"unknown status code {code!r}")
     return status, message or ""

@@ -12,22 +12,28 @@ import base64
 
 import msgspec
 
-from ..core.records import AttributeValue, SpanRecord
+from ..core.records import AttributeValue, SpanEvent, SpanKind, SpanLink, SpanRecord, StatusCode
 from ..errors import BadIdError, SpanDataError
 from .ids import KnownIds, normalize_id, normalize_parent_id
-from .otlp_json import kind_of, status_of
-from .otlp_records import LinkFields, span_record, timestamp_ns
+from .otlp_records import (
+    KINDS_BY_NAME,
+    KINDS_BY_NUMBER,
+    STATUS_BY_NAME,
+    STATUS_BY_NUMBER,
+    TIMESTAMP_LIMIT_NS,
+    timestamp_ns,
+)
 
 
-class ArrayValue(msgspec.Struct, frozen=True):
+class ArrayValue(msgspec.Struct, frozen=True, gc=False):
     values: list[AnyValue] = []
 
 
-class KeyValueList(msgspec.Struct, frozen=True):
+class KeyValueList(msgspec.Struct, frozen=True, gc=False):
     values: list[KeyValue] = []
 
 
-class AnyValue(msgspec.Struct, frozen=True):
+class AnyValue(msgspec.Struct, frozen=True, gc=False):
     stringValue: str | None = None
     intValue: int | str | None = None
     doubleValue: float | str | None = None
@@ -40,29 +46,29 @@ class AnyValue(msgspec.Struct, frozen=True):
 _EMPTY_VALUE = AnyValue()
 
 
-class KeyValue(msgspec.Struct, frozen=True):
+class KeyValue(msgspec.Struct, frozen=True, gc=False):
     key: str
     value: AnyValue = _EMPTY_VALUE
 
 
-class Event(msgspec.Struct, frozen=True):
+class Event(msgspec.Struct, frozen=True, gc=False):
     timeUnixNano: int | str = 0
     name: str = ""
     attributes: list[KeyValue] = []
 
 
-class Link(msgspec.Struct, frozen=True):
+class Link(msgspec.Struct, frozen=True, gc=False):
     traceId: str
     spanId: str
     attributes: list[KeyValue] = []
 
 
-class Status(msgspec.Struct, frozen=True):
+class Status(msgspec.Struct, frozen=True, gc=False):
     code: int | str = 0
     message: str = ""
 
 
-class Span(msgspec.Struct, frozen=True):
+class Span(msgspec.Struct, frozen=True, gc=False):
     traceId: str
     spanId: str
     startTimeUnixNano: int | str
@@ -76,30 +82,30 @@ class Span(msgspec.Struct, frozen=True):
     status: Status | None = None
 
 
-class Scope(msgspec.Struct, frozen=True):
+class Scope(msgspec.Struct, frozen=True, gc=False):
     name: str = ""
 
 
-class ScopeSpans(msgspec.Struct, frozen=True):
+class ScopeSpans(msgspec.Struct, frozen=True, gc=False):
     spans: list[Span] = []
     scope: Scope | None = None
     instrumentationLibrary: Scope | None = None
 
 
-class Resource(msgspec.Struct, frozen=True):
+class Resource(msgspec.Struct, frozen=True, gc=False):
     attributes: list[KeyValue] = []
 
 
 _EMPTY_RESOURCE = Resource()
 
 
-class ResourceSpans(msgspec.Struct, frozen=True):
+class ResourceSpans(msgspec.Struct, frozen=True, gc=False):
     resource: Resource = _EMPTY_RESOURCE
     scopeSpans: list[ScopeSpans] = []
     instrumentationLibrarySpans: list[ScopeSpans] = []
 
 
-class TracesData(msgspec.Struct, frozen=True):
+class TracesData(msgspec.Struct, frozen=True, gc=False):
     resourceSpans: list[ResourceSpans]
 
 
@@ -130,37 +136,32 @@ def _attributes(key_values: list[KeyValue]) -> dict[str, AttributeValue]:
     return {kv.key: string if (string := kv.value.stringValue) is not None else _value(kv.value) for kv in key_values}
 
 
-def _record(span: Span, resource: dict[str, AttributeValue], known: KnownIds, scope: str) -> SpanRecord:
-    raw = span.traceId
-    trace_id = known.traces.get(raw) or known.traces.setdefault(raw, normalize_id(raw, 16, "traceId"))
-    raw = span.spanId
-    span_id = known.spans.get(raw) or known.spans.setdefault(raw, normalize_id(raw, 8, "spanId"))
-    raw_parent = span.parentSpanId
-    parent = (known.spans.get(raw_parent) or normalize_parent_id(raw_parent)) if raw_parent else None
-    end = timestamp_ns(span.endTimeUnixNano, "endTimeUnixNano") if span.endTimeUnixNano else None
-    status = span.status
-    return span_record(
-        (trace_id, span_id, parent),
-        span.name,
-        timestamp_ns(span.startTimeUnixNano, "startTimeUnixNano"),
-        end,
-        kind_of(span.kind),
-        status_of(0, "") if status is None else status_of(status.code, status.message),
-        _attributes(span.attributes),
-        resource,
-        ((e.name, _event_time(e), _attributes(e.attributes)) for e in span.events) if span.events else (),
-        map(_link_fields, span.links) if span.links else (),
-        scope,
+def _span_events(events: list[Event]) -> tuple[SpanEvent, ...]:
+    return tuple(
+        SpanEvent(e.name, timestamp_ns(e.timeUnixNano, "an event's timeUnixNano"), _attributes(e.attributes))
+        for e in events
     )
 
 
-def _event_time(event: Event) -> int:
-    return timestamp_ns(event.timeUnixNano, "an event's timeUnixNano")
+def _span_links(links: list[Link]) -> tuple[SpanLink, ...]:
+    return tuple(
+        SpanLink(
+            normalize_id(link.traceId, 16, "link traceId"),
+            normalize_id(link.spanId, 8, "link spanId"),
+            _attributes(link.attributes),
+        )
+        for link in links
+    )
 
 
-def _link_fields(link: Link) -> LinkFields:
-    trace_id = normalize_id(link.traceId, 16, "link traceId")
-    return trace_id, normalize_id(link.spanId, 8, "link spanId"), _attributes(link.attributes)
+#: Span kinds by OTLP number or enum name, and None (no kind) as the SDK reads it.
+_KINDS: dict[int | str | None, SpanKind] = {None: SpanKind.INTERNAL}
+_KINDS.update(KINDS_BY_NUMBER.items())
+_KINDS.update(KINDS_BY_NAME.items())
+#: Status codes by OTLP number or enum name.
+_STATUS: dict[int | str, StatusCode] = {}
+_STATUS.update(STATUS_BY_NUMBER.items())
+_STATUS.update(STATUS_BY_NAME.items())
 
 
 def records_from_typed(data: TracesData) -> list[SpanRecord]:
@@ -173,6 +174,11 @@ def records_from_typed(data: TracesData) -> list[SpanRecord]:
     records: list[SpanRecord] = []
     append = records.append
     known = KnownIds()
+    traces = known.traces
+    span_ids = known.spans
+    kinds = _KINDS
+    statuses = _STATUS
+    unset = StatusCode.UNSET
     try:
         for resource_spans in data.resourceSpans:
             resource = _attributes(resource_spans.resource.attributes)
@@ -181,10 +187,59 @@ def records_from_typed(data: TracesData) -> list[SpanRecord]:
                 scope = named.name if named is not None else ""
                 spans = scope_spans.spans
                 # Each decoded span is dropped as soon as its record is made: the document and
-                # the records are never both whole in memory.
+                # the records are never both whole in memory. The loop is written out, with no call
+                # per span that it can do without: it turns every span of the file into a record.
                 for index, span in enumerate(spans):
                     spans[index] = None  # type: ignore[call-overload]
-                    append(_record(span, resource, known, scope))
+                    raw = span.traceId
+                    trace_id = traces.get(raw) or traces.setdefault(raw, normalize_id(raw, 16, "traceId"))
+                    raw = span.spanId
+                    span_id = span_ids.get(raw) or span_ids.setdefault(raw, normalize_id(raw, 8, "spanId"))
+                    raw_parent = span.parentSpanId
+                    parent = (span_ids.get(raw_parent) or normalize_parent_id(raw_parent)) if raw_parent else None
+                    # int() of what msgspec decoded (an int, or a str of digits) is timestamp_ns's
+                    # conversion; anything else makes the tolerant reader say what is wrong.
+                    start = int(span.startTimeUnixNano)
+                    raw_end = span.endTimeUnixNano
+                    # An end of 0 (or none) is how exporters write a span that never ended.
+                    end = int(raw_end) or None if raw_end else None
+                    if not 0 <= start < TIMESTAMP_LIMIT_NS or (end is not None and not 0 < end < TIMESTAMP_LIMIT_NS):
+                        raise SpanDataError("a timestamp is out of range")
+                    kind = kinds.get(span.kind)
+                    if kind is None:
+                        raise SpanDataError(f"unknown span kind {span.kind!r}")
+                    status = span.status
+                    if status is None:
+                        code, message = unset, ""
+                    else:
+                        code = statuses.get(status.code)  # type: ignore[assignment]
+                        if code is None:
+                            raise SpanDataError(f"unknown status code {status.code!r}")
+                        message = status.message
+                    key_values = span.attributes
+                    append(
+                        SpanRecord(
+                            trace_id,
+                            span_id,
+                            parent,
+                            span.name,
+                            start,
+                            end,
+                            kind,
+                            code,
+                            message,
+                            {
+                                kv.key: string if (string := kv.value.stringValue) is not None else _value(kv.value)
+                                for kv in key_values
+                            }
+                            if key_values
+                            else {},
+                            _span_events(span.events) if span.events else (),
+                            _span_links(span.links) if span.links else (),
+                            resource,
+                            scope,
+                        )
+                    )
     except (BadIdError, ValueError, TypeError, RecursionError) as exc:
         raise SpanDataError(str(exc)) from exc
     return records

@@ -22,8 +22,23 @@ KINDS_BY_NUMBER: Mapping[int, SpanKind] = {
     4: SpanKind.PRODUCER,
     5: SpanKind.CONSUMER,
 }
+#: OTLP span kinds by enum name, as OTLP JSON may write them.
+KINDS_BY_NAME: Mapping[str, SpanKind] = {
+    "SPAN_KIND_UNSPECIFIED": SpanKind.INTERNAL,
+    "SPAN_KIND_INTERNAL": SpanKind.INTERNAL,
+    "SPAN_KIND_SERVER": SpanKind.SERVER,
+    "SPAN_KIND_CLIENT": SpanKind.CLIENT,
+    "SPAN_KIND_PRODUCER": SpanKind.PRODUCER,
+    "SPAN_KIND_CONSUMER": SpanKind.CONSUMER,
+}
 #: OTLP status codes by number.
 STATUS_BY_NUMBER: Mapping[int, StatusCode] = {0: StatusCode.UNSET, 1: StatusCode.OK, 2: StatusCode.ERROR}
+#: OTLP status codes by enum name.
+STATUS_BY_NAME: Mapping[str, StatusCode] = {
+    "STATUS_CODE_UNSET": StatusCode.UNSET,
+    "STATUS_CODE_OK": StatusCode.OK,
+    "STATUS_CODE_ERROR": StatusCode.ERROR,
+}
 
 #: An event as a reader decoded it: name, time (ns since the epoch), attributes.
 EventFields = tuple[str, int, dict[str, AttributeValue]]

@@ -438,6 +438,11 @@ def test_several_resources_scopes_and_traces_are_all_read() -> None:
         pytest.param(otlp_span(CHILD, "zz-parent-zz"), "zz-parent-zz", id="non-hex-parentSpanId"),
         pytest.param(otlp_span(CHILD, ROOT, start="yesterday"), "yesterday", id="non-integer-start"),
         pytest.param(otlp_span(CHILD, ROOT, end="1.5e18x"), "1.5e18x", id="non-integer-end"),
+        # Out of range: the typed reader checks the range itself, and must hand the document over too.
+        pytest.param(otlp_span(CHILD, ROOT, start="-5"), "-5", id="negative-start"),
+        pytest.param(otlp_span(CHILD, ROOT, end="-7"), "-7", id="negative-end"),
+        pytest.param(otlp_span(CHILD, ROOT, end=str(2**64)), str(2**64), id="end-beyond-64-bits"),
+        pytest.param(otlp_span(CHILD, ROOT, start=2**64 + 3), str(2**64 + 3), id="integer-start-beyond-64-bits"),
         pytest.param(
             {k: v for k, v in otlp_span(CHILD, ROOT).items() if k != "startTimeUnixNano"},
             "startTimeUnixNano",
