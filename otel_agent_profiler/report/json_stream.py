@@ -19,14 +19,34 @@ import msgspec
 _encode = msgspec.json.Encoder().encode
 
 
+def _nested(value: Any, depth: int) -> Any:
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _framing(depth: int) -> tuple[int, int]:
+    """How many bytes the lists of ``_nested(value, depth)`` add before and after the value, formatted."""
+    before, after = msgspec.json.format(_encode(_nested(0, depth)), indent=2).split(b"0")
+    return len(before), len(after)
+
+
+#: By depth: the bytes to cut from the front and the back of a formatted ``_nested(value, depth)``.
+_FRAMING = {depth: _framing(depth) for depth in range(4)}
+
+
 def pretty(value: Any, depth: int = 0) -> bytes:
     """``value`` as JSON indented by two spaces, as if nested ``depth`` levels deep in a document.
 
     The first line carries no indentation (it follows a key or a list's own indentation).
     """
-    text = msgspec.json.format(_encode(value), indent=2)
-    # JSON strings hold no raw newline (it is escaped), so every newline is a line break.
-    return text.replace(b"\n", b"\n" + b"  " * depth) if depth else text
+    if not depth:
+        return msgspec.json.format(_encode(value), indent=2)
+    # Formatted inside ``depth`` lists, the value comes out indented as deep as it will be written:
+    # cutting the lists' brackets off is cheaper than indenting every line of it again.
+    front, back = _FRAMING.get(depth) or _framing(depth)
+    text = msgspec.json.format(_encode(_nested(value, depth)), indent=2)
+    return text[front : len(text) - back]
 
 
 class Encoded(bytes):
