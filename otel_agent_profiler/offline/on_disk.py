@@ -126,6 +126,7 @@ def on_disk(
             yield _analyzed(parted, prices, options, progress, on_error_line, results)
 
 
+@contextmanager
 def held(
     trace_files: list[TraceFile],
     error_lines: list[str],
@@ -133,18 +134,26 @@ def held(
     options: AnalyzeOptions,
     progress: LoadProgress,
     on_error_line: Callable[[str], None],
-) -> ShardedAnalysis:
-    """Files already read, analysed as on disk but with the shards held in memory.
+) -> Iterator[ShardedAnalysis]:
+    """Files already read, analysed as on disk but with the shards held in memory, for the block.
 
-    For the text report of many traces: profiled by the workers a shard at a time, only each
-    trace's totals and findings come back, so the profiles of every trace are never held at once.
+    Profiled by the workers a shard at a time, only each trace's totals, findings and payload come
+    back, so the profiles of every trace are never held at once. The payloads of the text report
+    (``--all``'s details) are held in memory; the JSON document's, several times the input, in a
+    temporary file.
     """
     spans = sum(len(file.records) for file in trace_files)
     shards = max(_MIN_HELD_SHARDS, workers_for(options.workers, spans) * _HELD_SHARDS_PER_WORKER)
     parted = hold(trace_files, error_lines, shards)
     for file in trace_files:
         file.records = []  # held by the shards now
-    return _analyzed(parted, prices, options, progress, on_error_line, io.BytesIO())
+    if options.format == "text":
+        yield _analyzed(parted, prices, options, progress, on_error_line, io.BytesIO())
+        return
+    import tempfile  # here: the module costs the start-up of every run, most of which never shard
+
+    with tempfile.TemporaryFile(prefix="otel-agent-profiler-") as results:
+        yield _analyzed(parted, prices, options, progress, on_error_line, results)
 
 
 def _summary_findings(found: list[Finding]) -> list[Finding]:
