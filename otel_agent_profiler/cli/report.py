@@ -102,7 +102,7 @@ def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, op
     from ..offline.store_loading import load_inputs
     from ..offline.workers import map_in_order, workers_for
     from ..report.html import detail_traces, render_html, select_trace
-    from ..report.summary import cross_run_statistics, write_summary
+    from ..report.summary import cross_run_statistics, encoded_trace, write_summary
 
     try:
         try:
@@ -128,12 +128,30 @@ def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, op
             {p.trace_id: p for p in (profiles if args.summary_json else detail_traces(profiles, selected))}.values()
         )
         workers = workers_for(args.workers, sum(profile.span_count for profile in wanted))
+        detail_ids = {p.trace_id for p in detail_traces(profiles, selected)}
         findings: dict[str, list[Finding]] = {}
+        encoded_traces: dict[str, bytes] = {}
         progress.start("finding", len(wanted))
-        found = map_in_order(lambda index: find_all(wanted[index], options), len(wanted), workers)
-        for profile, profile_findings in zip(wanted, found, strict=True):
-            findings[profile.trace_id] = profile_findings
-            progress.advance()
+        if args.summary_json:
+            # Where the findings are made, each trace's summary document is encoded too: the main
+            # process writes the bytes, and gets back only the findings the page and budgets read.
+            def work(index: int) -> tuple[list[Finding], bytes]:
+                profile = wanted[index]
+                found = find_all(profile, options)
+                encoded = encoded_trace(profile, found, detail_ids, options.context_windows)
+                return (found if profile.trace_id in detail_ids else _kept_for_the_table(found)), encoded
+
+            for profile, (profile_findings, encoded) in zip(
+                wanted, map_in_order(work, len(wanted), workers), strict=True
+            ):
+                findings[profile.trace_id] = profile_findings
+                encoded_traces[profile.trace_id] = encoded
+                progress.advance()
+        else:
+            found = map_in_order(lambda index: find_all(wanted[index], options), len(wanted), workers)
+            for profile, profile_findings in zip(wanted, found, strict=True):
+                findings[profile.trace_id] = profile_findings
+                progress.advance()
         progress.start("statistics", 1)
         statistics = cross_run_statistics(
             profiles, spike_threshold=args.spike_threshold, charts_only=not args.summary_json
@@ -164,9 +182,10 @@ def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, op
             selected_trace_id=selected.trace_id,
             statistics=statistics,
             files=loaded.file_dicts(),
-            detail_trace_ids={p.trace_id for p in detail_traces(profiles, selected)},
+            detail_trace_ids=detail_ids,
             prefix_cache=prefix_cache,
             context_windows=options.context_windows,
+            encoded_traces=encoded_traces,
         ),
     ):
         return EXIT_FAILURE
@@ -180,3 +199,12 @@ def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, op
     # Every trace is checked, not only those the page shows in detail (without a projection).
     over_budget = budgets.overruns(profiles, options, findings)
     return exit_code(True, loaded.complete and not inputs.folder_problems, over_budget)
+
+
+def _kept_for_the_table(found: list[Finding]) -> list[Finding]:
+    """Of a trace the page does not show in detail, the findings it still reads: the one with the
+    largest saving (the traces table) and the budget overruns (standard error), in their order."""
+    from ..core.findings import BUDGET_EXCEEDED
+
+    best = max(found, key=lambda finding: finding.saving_ns, default=None)
+    return [finding for finding in found if finding is best or finding.kind == BUDGET_EXCEEDED]

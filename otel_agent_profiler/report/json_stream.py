@@ -17,6 +17,8 @@ from typing import Any, BinaryIO
 import msgspec
 
 _encode = msgspec.json.Encoder().encode
+#: ``value`` as compact JSON (what ``msgspec.json.encode`` writes).
+encode_compact = _encode
 
 
 def _nested(value: Any, depth: int) -> Any:
@@ -50,7 +52,8 @@ def pretty(value: Any, depth: int = 0) -> bytes:
 
 
 class Encoded(bytes):
-    """An item already encoded as ``pretty(item, depth)`` writes it (e.g. by a worker process)."""
+    """An item already encoded as the writer would encode it (e.g. by a worker process): as
+    ``pretty(item, depth)`` for :func:`write_document`, compact for :func:`write_compact_document`."""
 
 
 def write_document(out: BinaryIO, streamed_key: str, items: Iterable[Any], rest: dict[str, Any]) -> None:
@@ -78,7 +81,7 @@ def write_compact_document(out: BinaryIO, document: dict[str, Any], streamed_key
     """Write ``document`` to ``out`` as compact JSON and a newline, ``document[streamed_key]`` an iterable.
 
     The bytes are ``msgspec.json.encode(document) + b"\\n"`` had the iterable been a list; its items
-    are encoded and written one at a time.
+    are encoded and written one at a time (an ``Encoded`` item as it is: compact JSON).
     """
     opening = b"{"
     for key, value in document.items():
@@ -89,7 +92,8 @@ def write_compact_document(out: BinaryIO, document: dict[str, Any], streamed_key
             continue
         separator = b"["
         for item in value:
-            out.write(separator + _encode(item))
+            out.write(separator)
+            out.write(item if isinstance(item, Encoded) else _encode(item))
             separator = b","
         out.write(b"[]" if separator == b"[" else b"]")
     out.write(b"{}\n" if opening == b"{" else b"}\n")

@@ -72,7 +72,7 @@ from ..core.profile import SpanProfile, TraceProfile
 from ..core.schema import trace_to_dict
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
 from .html import by_duration, select_trace
-from .json_stream import write_compact_document
+from .json_stream import Encoded, encode_compact as _encode, write_compact_document
 from .span_json import trace_document
 
 SUMMARY_FORMAT = "otel-agent-profiler.report-summary"
@@ -256,6 +256,9 @@ class SummaryOptions(TypedDict, total=False):
     prefix_cache: Sequence[Any] | None
     #: Context windows by model (default ``DEFAULT_CONTEXT_WINDOWS``), for each call's window use.
     context_windows: Mapping[str, int]
+    #: For :func:`write_summary`: traces' documents already encoded (by :func:`encoded_trace`, in
+    #: worker processes), by trace id; the others are built and encoded as they are written.
+    encoded_traces: Mapping[str, bytes]
 
 
 def build_summary(
@@ -289,12 +292,13 @@ def _summary(
     lazy: bool,
 ) -> dict[str, Any]:
     selected = select_trace(profiles, options.get("selected_trace_id")) if profiles else None
-    traces = _trace_documents(
+    traces: Iterator[Any] = _trace_documents(
         by_duration(profiles),
         findings,
         options.get("detail_trace_ids"),
         options.get("context_windows", DEFAULT_CONTEXT_WINDOWS),
         encoded=lazy,
+        already=options.get("encoded_traces", {}) if lazy else {},
     )
     splits = find_split_llm_calls(profiles)
     statistics = options.get("statistics")
@@ -344,6 +348,41 @@ def backend_load_across(profiles: Iterable[TraceProfile]) -> list[dict[str, Any]
     return rows
 
 
+def encoded_trace(
+    profile: TraceProfile,
+    found: Sequence[Finding] | None,
+    detail_trace_ids: Collection[str] | None,
+    context_windows: Mapping[str, int],
+) -> Encoded:
+    """The summary's document of one trace with its findings, as :func:`write_summary` writes it.
+
+    For worker processes, where the findings are made: the document comes back as its bytes, which
+    the main process writes as they are.
+    """
+    return Encoded(_encode(_trace_document(profile, found, detail_trace_ids, context_windows, encoded=True)))
+
+
+def _trace_document(
+    profile: TraceProfile,
+    found: Sequence[Finding] | None,
+    detail_trace_ids: Collection[str] | None,
+    context_windows: Mapping[str, int],
+    *,
+    encoded: bool,
+) -> dict[str, Any]:
+    with_spans = detail_trace_ids is None or profile.trace_id in detail_trace_ids
+    # Spans as structs only where msgspec encodes the documents: build_summary's callers get plain data.
+    document = (
+        trace_document(profile, context_windows, include_spans=with_spans)
+        if encoded
+        else trace_to_dict(profile, include_spans=with_spans, context_windows=context_windows)
+    )
+    document["findings"] = [f.to_dict() for f in found or ()]
+    # Only where the findings were made: they need the span tree, which the others may have released.
+    document["combined_projection"] = combined_projection(profile, found).to_dict() if found is not None else None
+    return document
+
+
 def _trace_documents(
     profiles: Iterable[TraceProfile],
     findings: Mapping[str, Sequence[Finding]],
@@ -351,17 +390,12 @@ def _trace_documents(
     context_windows: Mapping[str, int],
     *,
     encoded: bool,
-) -> Iterator[dict[str, Any]]:
+    already: Mapping[str, bytes],
+) -> Iterator[dict[str, Any] | Encoded]:
     for profile in profiles:
-        with_spans = detail_trace_ids is None or profile.trace_id in detail_trace_ids
-        # Spans as structs only where msgspec encodes the documents: build_summary's callers get plain data.
-        document = (
-            trace_document(profile, context_windows, include_spans=with_spans)
-            if encoded
-            else trace_to_dict(profile, include_spans=with_spans, context_windows=context_windows)
-        )
+        done = already.get(profile.trace_id)
+        if done is not None:
+            yield Encoded(done)
+            continue
         found = findings.get(profile.trace_id)
-        document["findings"] = [f.to_dict() for f in found or ()]
-        # Only where the findings were made: they need the span tree, which the others may have released.
-        document["combined_projection"] = combined_projection(profile, found).to_dict() if found is not None else None
-        yield document
+        yield _trace_document(profile, found, detail_trace_ids, context_windows, encoded=encoded)
