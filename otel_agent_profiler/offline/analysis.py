@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from ..adapters.files import TraceFile
 from ..core.findings import Finding, WhatIfProjection, find_all, what_ifs_together
 from ..core.units import plural
 from ..errors import CannotAnalyse
@@ -78,33 +77,19 @@ def analyze_inputs(
             with on_disk(inputs.files, inputs.prices, options, progress, on_error_line) as sharded:
                 yield sharded
             return
-        if inputs.store is not None or refused is not None:
+        if inputs.store is not None or options.format != "text" or refused is not None:
             loaded = load_inputs(inputs, progress=progress, on_error_line=on_error_line, on_note=on_note)
         else:
             trace_files, error_lines = read_trace_files(inputs.files, progress=progress, on_error_line=on_error_line)
-            if _shared_out(trace_files, options):
-                # The workers profile the traces a shard at a time, as on disk, and send back only
-                # what the report keeps: each trace's totals, findings and, for JSON, its text.
-                with held(trace_files, error_lines, inputs.prices, options, progress, on_error_line) as sharded:
-                    yield sharded
+            if len({record.trace_id for file in trace_files for record in file.records}) > MANY_TRACES:
+                # The text report of many traces keeps only their totals and findings: the workers
+                # profile them too, a shard at a time, as on disk.
+                yield held(trace_files, error_lines, inputs.prices, options, progress, on_error_line)
                 return
             loaded = profile_read_files(
                 trace_files, error_lines, prices=inputs.prices, progress=progress, on_error_line=on_error_line
             )
         yield _in_memory(loaded, options, progress)
-
-
-def _shared_out(trace_files: list[TraceFile], options: AnalyzeOptions) -> bool:
-    """Whether the traces of ``trace_files`` are profiled by the workers, shard by shard.
-
-    The text report of many traces keeps only their totals and findings, so it is always profiled
-    that way. The JSON document keeps each trace's text: profiled and encoded by the workers, it
-    is written sooner when there are several of them (on 2 cores, the lean 200,000-span export's
-    took about 0.7 of the time it took in this process alone).
-    """
-    if options.format == "text":
-        return len({record.trace_id for file in trace_files for record in file.records}) > MANY_TRACES
-    return workers_for(options.workers, sum(len(file.records) for file in trace_files)) > 1
 
 
 def _chosen_traces(

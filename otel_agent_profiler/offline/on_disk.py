@@ -126,7 +126,6 @@ def on_disk(
             yield _analyzed(parted, prices, options, progress, on_error_line, results)
 
 
-@contextmanager
 def held(
     trace_files: list[TraceFile],
     error_lines: list[str],
@@ -134,26 +133,18 @@ def held(
     options: AnalyzeOptions,
     progress: LoadProgress,
     on_error_line: Callable[[str], None],
-) -> Iterator[ShardedAnalysis]:
-    """Files already read, analysed as on disk but with the shards held in memory, for the block.
+) -> ShardedAnalysis:
+    """Files already read, analysed as on disk but with the shards held in memory.
 
-    Profiled by the workers a shard at a time, only each trace's totals, findings and payload come
-    back, so the profiles of every trace are never held at once. The payloads of the text report
-    (``--all``'s details) are held in memory; the JSON document's, several times the input, in a
-    temporary file.
+    For the text report of many traces: profiled by the workers a shard at a time, only each
+    trace's totals and findings come back, so the profiles of every trace are never held at once.
     """
     spans = sum(len(file.records) for file in trace_files)
     shards = max(_MIN_HELD_SHARDS, workers_for(options.workers, spans) * _HELD_SHARDS_PER_WORKER)
     parted = hold(trace_files, error_lines, shards)
     for file in trace_files:
         file.records = []  # held by the shards now
-    if options.format == "text":
-        yield _analyzed(parted, prices, options, progress, on_error_line, io.BytesIO())
-        return
-    import tempfile  # here: the module costs the start-up of every run, most of which never shard
-
-    with tempfile.TemporaryFile(prefix="otel-agent-profiler-") as results:
-        yield _analyzed(parted, prices, options, progress, on_error_line, results)
+    return _analyzed(parted, prices, options, progress, on_error_line, io.BytesIO())
 
 
 def _summary_findings(found: list[Finding]) -> list[Finding]:
