@@ -363,8 +363,7 @@ def add_workers_option(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help=(
-            f"processes that make the findings of the traces in parallel, and profile and encode them for "
-            f"analyze's JSON output and the text report of many traces (default: one per core for inputs of "
+            f"processes that make the findings of the traces in parallel (default: one per core for inputs of "
             f"{MIN_SPANS_FOR_WORKERS:,} spans or more, at most {MAX_AUTO_WORKERS}; 1 for smaller ones). "
             "Results do not depend on it"
         ),
