@@ -395,7 +395,8 @@ def _trace_documents(
     for profile in profiles:
         done = already.get(profile.trace_id)
         if done is not None:
-            yield Encoded(done)
+            # Workers' results come back as Encoded already: no copy then.
+            yield done if isinstance(done, Encoded) else Encoded(done)
             continue
         found = findings.get(profile.trace_id)
         yield _trace_document(profile, found, detail_trace_ids, context_windows, encoded=encoded)
