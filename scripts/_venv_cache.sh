@@ -47,7 +47,7 @@ use_cached_venv() {
     local name="$1" key="$2" link="$ROOT/.venv-$1" hash entry
     hash="$(printf '%s\n%s\n' "$key" "$(_python_identity)" | sha256sum | cut -c1-12)"
     entry="$VENV_CACHE/$name-$hash"
-    mkdir -p "$entry" || {
+    mkdir -p "$entry" 2>/dev/null || {
         echo "error: cannot make the environment cache $VENV_CACHE (set OTEL_AGENT_PROFILER_VENV_CACHE to a writable folder)" >&2
         return 1
     }
