@@ -8,8 +8,8 @@
 # using them), so the cache holds one generation of each.
 #
 # Environments that hold this package editable point at one checkout; `.checkout` in the entry says
-# which. Another checkout re-points it with `pip install --no-deps -e`, which also registers our entry
-# points again (zero-code `opentelemetry-instrument` finds the plugin through them).
+# which. Another checkout re-points it (see _repoint_editable); its entry points stay registered
+# (zero-code `opentelemetry-instrument` finds the plugin through them).
 #
 # Two runs sharing an entry: each holds a shared lock on it for as long as it runs (the lock's file
 # descriptor stays open through scripts/test's `exec pytest`); installing or re-pointing takes it
@@ -90,13 +90,48 @@ cached_venv_installed() {
 
 # For an environment installed with this package editable: make it point at this checkout.
 cached_venv_point_here() {
-    local entry="$CACHED_VENV"
+    local entry="$CACHED_VENV" previous
     [ "$(cat "$entry/.checkout" 2>/dev/null)" = "$ROOT" ] && return 0
     cached_venv_exclusive
-    if [ "$(cat "$entry/.checkout" 2>/dev/null)" != "$ROOT" ]; then
+    previous="$(cat "$entry/.checkout" 2>/dev/null || true)"
+    if [ "$previous" != "$ROOT" ]; then
         echo "==> pointing $(basename "$entry") at this checkout" >&2
-        "$entry/bin/python" -m pip install --quiet --no-deps -e "$ROOT" >&2
+        if [ -z "$previous" ] || ! _repoint_editable "$entry" "$previous"; then
+            "$entry/bin/python" -m pip install --quiet --no-deps -e "$ROOT" >&2
+        fi
         echo "$ROOT" >"$entry/.checkout"
     fi
     _lock "$CACHED_VENV_LOCK" -s "$entry"
+}
+
+# The editable install names the checkout in two places only: the .pth file that puts it on sys.path
+# (hatchling's editable wheel) and the URL pip recorded (direct_url.json). Everything else it installed
+# (metadata, entry points, console scripts) follows the packaging part of pyproject.toml, which the
+# entry's key covers, so rewriting the two re-points it in milliseconds where `pip install -e` takes
+# seconds. Fails (and pip does it) unless each is found exactly once, naming the previous checkout, and
+# the environment's Python then has this checkout on sys.path.
+_repoint_editable() {
+    local entry="$1" previous="$2"
+    "$entry/bin/python" - "$previous" "$ROOT" <<'PY' || return 1
+import json
+import sys
+import sysconfig
+from pathlib import Path
+
+previous, checkout = sys.argv[1], sys.argv[2]
+site = Path(sysconfig.get_paths()["purelib"])
+pths = [p for p in site.glob("*.pth") if p.read_text(encoding="utf-8").strip() == previous]
+urls = [
+    p
+    for p in site.glob("*.dist-info/direct_url.json")
+    if json.loads(p.read_text(encoding="utf-8")).get("url") == Path(previous).as_uri()
+]
+if len(pths) != 1 or len(urls) != 1:
+    sys.exit(1)
+pths[0].write_text(checkout, encoding="utf-8")
+recorded = json.loads(urls[0].read_text(encoding="utf-8"))
+recorded["url"] = Path(checkout).as_uri()
+urls[0].write_text(json.dumps(recorded), encoding="utf-8")
+PY
+    (cd / && env -u PYTHONPATH "$entry/bin/python" -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "$ROOT")
 }

@@ -100,15 +100,24 @@ def test_a_second_checkout_reuses_the_environment_and_a_changed_pins_file_makes_
     assert (first / ".venv-frameworks").resolve() == cache / entry
     assert _imported_from(first) == (str(first / "standin" / "__init__.py"), "['standin']")
 
-    # The second checkout: the same environment, pointed at it, its entry points registered.
+    # The second checkout: the same environment, pointed at it (without pip: the record of the install
+    # stays as it was), its entry points registered.
+    (record,) = (cache / entry).glob("lib/python*/site-packages/standin-*.dist-info/RECORD")
+    installed_at = record.stat().st_mtime_ns
     reused = _ensure_frameworks_venv(second, cache)
     assert "installing" not in reused.stderr
     assert f"pointing {entry} at this checkout" in reused.stderr
     assert _entries(cache) == [entry]
     assert (second / ".venv-frameworks").resolve() == cache / entry
     assert _imported_from(second) == (str(second / "standin" / "__init__.py"), "['standin']")
+    assert record.stat().st_mtime_ns == installed_at
     # and a run that changes nothing says nothing
     assert _ensure_frameworks_venv(second, cache).stderr == ""
+
+    # An install that does not name the checkout the stamp says (changed by hand): pip re-points it.
+    (cache / entry / ".checkout").write_text("/elsewhere\n", encoding="utf-8")
+    assert f"pointing {entry} at this checkout" in _ensure_frameworks_venv(first, cache).stderr
+    assert _imported_from(first) == (str(first / "standin" / "__init__.py"), "['standin']")
 
     # A changed pins file: a new environment; the old one goes.
     with (second / "pins.txt").open("a", encoding="utf-8") as pins:
