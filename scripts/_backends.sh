@@ -3,8 +3,8 @@
 #
 #   - Prometheus: Debian package `prometheus` (2.42 on Debian 12), binary on PATH; the system
 #     service is never started (the tests start their own instance on a free port).
-#   - Arize Phoenix: its own virtual environment .venv-phoenix (~850 MB, kept out of .venv),
-#     reinstalled only when PHOENIX_VERSION changes.
+#   - Arize Phoenix: its own virtual environment .venv-phoenix (~850 MB, kept out of .venv; a link to
+#     the environment cache of _venv_cache.sh), made anew only when PHOENIX_VERSION changes.
 #   - rotel (the OTLP collector) and the Prometheus exporter come with the project's dev extras
 #     in .venv (pyproject.toml + constraints.txt); this only checks that they are there.
 #   - Jaeger v2 and an OpenTelemetry Collector, built from their Go modules (needs Go 1.26 and
@@ -15,7 +15,6 @@
 set -euo pipefail
 
 PHOENIX_VERSION="${PHOENIX_VERSION:-20.26.1}"
-PHOENIX_VENV="$ROOT/.venv-phoenix"
 
 # Before installing a Debian package: one line saying what is missing (apt-get itself, or root),
 # instead of apt-get's own failure after a partial run.
@@ -81,18 +80,23 @@ ensure_prometheus() {
 }
 
 ensure_phoenix() {
-    local stamp="$PHOENIX_VENV/.installed" want="arize-phoenix==$PHOENIX_VERSION"
-    if [ -x "$PHOENIX_VENV/bin/phoenix" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    local want="arize-phoenix==$PHOENIX_VERSION"
+    use_cached_venv phoenix "$want"
+    local venv="$CACHED_VENV"
+    local stamp="$venv/.installed"
+    if [ -x "$venv/bin/phoenix" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
         return 0
     fi
-    if [ ! -x "$PHOENIX_VENV/bin/python" ]; then
-        echo "==> creating virtual environment in .venv-phoenix" >&2
-        "$PYTHON" -m venv "$PHOENIX_VENV"
+    cached_venv_exclusive
+    if [ ! -x "$venv/bin/python" ]; then
+        echo "==> creating virtual environment .venv-phoenix in $venv" >&2
+        "$PYTHON" -m venv "$venv"
     fi
     echo "==> installing $want into .venv-phoenix (large, once)" >&2
-    "$PHOENIX_VENV/bin/python" -m pip install --quiet --upgrade pip >&2
-    "$PHOENIX_VENV/bin/python" -m pip install --quiet "$want" >&2
+    "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
+    "$venv/bin/python" -m pip install --quiet "$want" >&2
     echo "$want" > "$stamp"
+    cached_venv_installed phoenix
 }
 
 check_dev_backends() {
@@ -203,7 +207,6 @@ ensure_otelcol() {
 # opentelemetry-instrumentation==0.66b1, which conflicts with the pinned 0.66b2. Its code is only
 # an `opentelemetry_configurator` subclassing the SDK's and a distro that defaults the exporters
 # to OTLP, so it is installed with --no-deps on top of the pinned set (pip check lists the pin).
-BARE_VENV="$ROOT/.venv-bare"
 BARE_DISTRO="opentelemetry-distro==0.66b1"
 BARE_PACKAGES=(
     opentelemetry-api
@@ -215,29 +218,34 @@ BARE_PACKAGES=(
 )
 
 ensure_bare_venv() {
-    local stamp="$BARE_VENV/.installed" want
+    local want
     want="$(printf '%s\n' "${BARE_PACKAGES[@]}" "$BARE_DISTRO" | cat - "$ROOT/constraints.txt" | sha256sum | cut -d' ' -f1)"
-    if [ -x "$BARE_VENV/bin/opentelemetry-instrument" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    use_cached_venv bare "$want"
+    local venv="$CACHED_VENV"
+    local stamp="$venv/.installed"
+    if [ -x "$venv/bin/opentelemetry-instrument" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
         return 0
     fi
-    if [ ! -x "$BARE_VENV/bin/python" ]; then
-        echo "==> creating virtual environment in .venv-bare (no otel-agent-profiler)" >&2
-        "$PYTHON" -m venv "$BARE_VENV"
+    cached_venv_exclusive
+    if [ ! -x "$venv/bin/python" ]; then
+        echo "==> creating virtual environment .venv-bare (no otel-agent-profiler) in $venv" >&2
+        "$PYTHON" -m venv "$venv"
     fi
     echo "==> installing the plain OpenTelemetry SDK setup into .venv-bare" >&2
-    "$BARE_VENV/bin/python" -m pip install --quiet --upgrade pip >&2
-    "$BARE_VENV/bin/python" -m pip install --quiet -c "$ROOT/constraints.txt" "${BARE_PACKAGES[@]}" >&2
-    "$BARE_VENV/bin/python" -m pip install --quiet --no-deps "$BARE_DISTRO" >&2
+    "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
+    "$venv/bin/python" -m pip install --quiet -c "$ROOT/constraints.txt" "${BARE_PACKAGES[@]}" >&2
+    "$venv/bin/python" -m pip install --quiet --no-deps "$BARE_DISTRO" >&2
     # from / so that the checkout itself is not on sys.path
-    if (cd / && "$BARE_VENV/bin/python" -c 'import otel_agent_profiler' 2>/dev/null); then
+    if (cd / && "$venv/bin/python" -c 'import otel_agent_profiler' 2>/dev/null); then
         echo "error: otel-agent-profiler is importable in .venv-bare; it must not be" >&2
         return 1
     fi
-    if [ ! -x "$BARE_VENV/bin/opentelemetry-instrument" ]; then
+    if [ ! -x "$venv/bin/opentelemetry-instrument" ]; then
         echo "error: .venv-bare/bin/opentelemetry-instrument missing after install" >&2
         return 1
     fi
     echo "$want" > "$stamp"
+    cached_venv_installed bare
 }
 
 # Headless Chromium for the HTML report's browser test (tests/report/test_html_report_browser.py):

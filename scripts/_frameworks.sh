@@ -30,7 +30,8 @@
 # Every environment has the httpx instrumentation: each source runs with and without its spans.
 #
 # The Traceloop instrumentation is tested in .venv itself (it is one of our dependencies).
-# An environment is reinstalled only when its pins file, constraints.txt or pyproject.toml changed.
+# Each environment is a link to the environment cache (scripts/_venv_cache.sh), made anew only when its pins
+# file, constraints.txt or the packaging part of pyproject.toml changed, and re-pointed at this checkout.
 set -euo pipefail
 
 FRAMEWORK_PINS_DIR="$ROOT/tests/conformance"
@@ -38,18 +39,23 @@ FRAMEWORK_PINS_DIR="$ROOT/tests/conformance"
 # $3 says which OpenTelemetry and openai the environment gets: "project" (constraints.txt), "project-but-openai"
 # (constraints.txt less its openai pin) or "framework's" (the pins file's alone, this package without dependencies).
 _ensure_framework_venv() {
-    local venv="$1" pins="$2" versions="$3"
-    local stamp="$venv/.installed" want constraints
-    want="$(cat "$pins" "$ROOT/constraints.txt" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+    local name="$1" pins="$2" versions="$3"
+    local want constraints
+    want="$(cat "$pins" "$ROOT/constraints.txt" <(pyproject_packaging) | sha256sum | cut -d' ' -f1)"
+    use_cached_venv "$name" "$want $versions"
+    local venv="$CACHED_VENV"
+    local stamp="$venv/.installed"
     if [ -x "$venv/bin/opentelemetry-instrument" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        cached_venv_point_here
         return 0
     fi
+    cached_venv_exclusive
     local started=$SECONDS
     if [ ! -x "$venv/bin/python" ]; then
-        echo "==> creating virtual environment in $(basename "$venv") (conformance suite)" >&2
+        echo "==> creating virtual environment .venv-$name (conformance suite) in $venv" >&2
         "$PYTHON" -m venv "$venv"
     fi
-    echo "==> installing $(basename "$pins") and otel-agent-profiler into $(basename "$venv")" >&2
+    echo "==> installing $(basename "$pins") and otel-agent-profiler into .venv-$name" >&2
     "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
     if [ "$versions" = "framework's" ]; then
         # this package's dependencies other than OpenTelemetry, as pyproject.toml names them
@@ -76,17 +82,18 @@ PY
         "$venv/bin/python" -m pip install --quiet -c "$constraints" -r "$pins" -e "$ROOT" >&2
         "$venv/bin/python" -m pip check >&2
     fi
-    echo "==> $(basename "$venv") installed in $((SECONDS - started)) s" >&2
+    echo "==> .venv-$name installed in $((SECONDS - started)) s" >&2
     echo "$want" > "$stamp"
+    cached_venv_installed "$name" editable
 }
 
 ensure_frameworks() {
-    _ensure_framework_venv "$ROOT/.venv-frameworks" "$FRAMEWORK_PINS_DIR/pins-frameworks.txt" project
-    _ensure_framework_venv "$ROOT/.venv-frameworks-openai2" "$FRAMEWORK_PINS_DIR/pins-openai2.txt" project-but-openai
-    _ensure_framework_venv "$ROOT/.venv-frameworks-genai" "$FRAMEWORK_PINS_DIR/pins-genai.txt" project
-    _ensure_framework_venv "$ROOT/.venv-frameworks-adk" "$FRAMEWORK_PINS_DIR/pins-adk.txt" "framework's"
-    _ensure_framework_venv "$ROOT/.venv-frameworks-strands" "$FRAMEWORK_PINS_DIR/pins-strands.txt" "framework's"
-    _ensure_framework_venv "$ROOT/.venv-frameworks-autogen-haystack-dspy" \
+    _ensure_framework_venv frameworks "$FRAMEWORK_PINS_DIR/pins-frameworks.txt" project
+    _ensure_framework_venv "frameworks-openai2" "$FRAMEWORK_PINS_DIR/pins-openai2.txt" project-but-openai
+    _ensure_framework_venv "frameworks-genai" "$FRAMEWORK_PINS_DIR/pins-genai.txt" project
+    _ensure_framework_venv "frameworks-adk" "$FRAMEWORK_PINS_DIR/pins-adk.txt" "framework's"
+    _ensure_framework_venv "frameworks-strands" "$FRAMEWORK_PINS_DIR/pins-strands.txt" "framework's"
+    _ensure_framework_venv "frameworks-autogen-haystack-dspy" \
         "$FRAMEWORK_PINS_DIR/pins-autogen-haystack-dspy.txt" project
-    _ensure_framework_venv "$ROOT/.venv-frameworks-crewai" "$FRAMEWORK_PINS_DIR/pins-crewai.txt" project-but-openai
+    _ensure_framework_venv "frameworks-crewai" "$FRAMEWORK_PINS_DIR/pins-crewai.txt" project-but-openai
 }

@@ -9,8 +9,9 @@
 #   - .venv-otel-highest: constraints-otel-highest.txt (the newest releases)
 #
 # Each holds otel-agent-profiler (editable, from this checkout, without extras), that set, the other
-# pins of constraints.txt, and only the test tools the plugin's tests use. An environment is
-# reinstalled only when its constraints file, constraints.txt or pyproject.toml changed.
+# pins of constraints.txt, and only the test tools the plugin's tests use. Each is a link to the
+# environment cache (scripts/_venv_cache.sh), made anew only when its constraints file, constraints.txt
+# or the packaging part of pyproject.toml changed, and re-pointed at this checkout.
 set -euo pipefail
 
 OTEL_MATRIX_SETS=(lowest highest)
@@ -20,27 +21,33 @@ OTEL_MATRIX_TEST_TOOLS=("pytest>=8" "hypothesis>=6.100" "pydantic>=2")
 
 _ensure_otel_venv() {
     local name="$1"
-    local venv="$ROOT/.venv-otel-$name" pins="$ROOT/constraints-otel-$name.txt"
-    local stamp="$venv/.installed" want constraints
+    local pins="$ROOT/constraints-otel-$name.txt"
+    local want constraints
     want="$(printf '%s\n' "${OTEL_MATRIX_TEST_TOOLS[@]}" |
-        cat - "$pins" "$ROOT/constraints.txt" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+        cat - "$pins" "$ROOT/constraints.txt" <(pyproject_packaging) | sha256sum | cut -d' ' -f1)"
+    use_cached_venv "otel-$name" "$want"
+    local venv="$CACHED_VENV"
+    local stamp="$venv/.installed"
     if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        cached_venv_point_here
         return 0
     fi
+    cached_venv_exclusive
     local started=$SECONDS
     if [ ! -x "$venv/bin/python" ]; then
-        echo "==> creating virtual environment in $(basename "$venv") (OpenTelemetry matrix)" >&2
+        echo "==> creating virtual environment .venv-otel-$name (OpenTelemetry matrix) in $venv" >&2
         "$PYTHON" -m venv "$venv"
     fi
     # This set's OpenTelemetry pins in place of constraints.txt's; its other pins stay.
     constraints="$venv/constraints.txt"
     { grep -v '^opentelemetry-' "$ROOT/constraints.txt"; grep -v '^#' "$pins"; } > "$constraints"
-    echo "==> installing otel-agent-profiler with $(basename "$pins") into $(basename "$venv")" >&2
+    echo "==> installing otel-agent-profiler with $(basename "$pins") into .venv-otel-$name" >&2
     "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
     "$venv/bin/python" -m pip install --quiet -c "$constraints" -e "$ROOT" "${OTEL_MATRIX_TEST_TOOLS[@]}" >&2
     "$venv/bin/python" -m pip check >&2
-    echo "==> $(basename "$venv") installed in $((SECONDS - started)) s" >&2
+    echo "==> .venv-otel-$name installed in $((SECONDS - started)) s" >&2
     echo "$want" > "$stamp"
+    cached_venv_installed "otel-$name" editable
 }
 
 ensure_otel_matrix() {

@@ -10,6 +10,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 PYTHON="${PYTHON:-python3}"
+# The other test environments live in a cache outside the checkout (.venv stays here: see the file).
+source "$(dirname "${BASH_SOURCE[0]}")/_venv_cache.sh"
 
 # The one thing every script needs first: a Python 3.10 or newer that can make virtual environments
 # (Debian and Ubuntu ship venv's ensurepip in a package of its own). One line when it is missing,

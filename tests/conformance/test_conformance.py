@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,24 +177,52 @@ class Run:
     export_file: Path
 
 
-_runs: dict[tuple[str, str], Run] = {}
+#: How many apps run at once. A run is one process that spends its first seconds importing its framework
+#: (one core) and the rest waiting on its tools' sleeps and the fake server, so two side by side on two cores
+#: take little longer than one; every test below judges a run by what that same run measured.
+PARALLEL_RUNS = 2
+
+_runs: dict[tuple[str, str], Future[Run]] = {}
+
+
+def _run_and_read(source: Source, mode: str, log_dir: Path) -> Run:
+    export = log_dir / "export.jsonl"
+    with FakeOpenAIServer(time_scale=TIME_SCALE) as server, OtlpFileSink(export) as sink:
+        trace_id = run_app(source, mode, server.base_url, sink.url, log_dir)
+        calls = server_calls(server.requests)
+    exported = read_export(export, trace_id)
+    assert [s.name for s in exported.main.roots] == [ROOT_SPAN], "one trace, under the app's root span"
+    streamed = sum(c.stream for c in calls)
+    assert len(calls) == 3 and streamed == source.streamed_calls, "the app's three calls reached the server"
+    return Run(exported, calls, export)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _start_the_runs(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Start every selected (source, mode) run once, PARALLEL_RUNS at a time, in the order the tests ask for
+    them; a test waits for its run's result (or its failure) in :func:`profiled`."""
+    wanted: dict[tuple[str, str], Source] = {}
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        if item.module is sys.modules[__name__] and callspec is not None:
+            source, mode = callspec.params["source"], callspec.params["mode"]
+            wanted.setdefault((source.name, mode), source)
+    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
+        for (name, mode), source in wanted.items():
+            # made here, in this thread: the session's artifact folder is created on first use
+            log_dir = artifact_dir("conformance", name, mode)
+            _runs[name, mode] = pool.submit(_run_and_read, source, mode, log_dir)
+        try:
+            yield
+        finally:
+            for future in _runs.values():
+                future.cancel()
+            _runs.clear()
 
 
 def profiled(source: Source, mode: str) -> Run:
-    """Run ``source``'s app in ``mode`` (once per session) and read what it exported."""
-    key = (source.name, mode)
-    if key not in _runs:
-        log_dir = artifact_dir("conformance", source.name, mode)
-        export = log_dir / "export.jsonl"
-        with FakeOpenAIServer(time_scale=TIME_SCALE) as server, OtlpFileSink(export) as sink:
-            trace_id = run_app(source, mode, server.base_url, sink.url, log_dir)
-            calls = server_calls(server.requests)
-        exported = read_export(export, trace_id)
-        assert [s.name for s in exported.main.roots] == [ROOT_SPAN], "one trace, under the app's root span"
-        streamed = sum(c.stream for c in calls)
-        assert len(calls) == 3 and streamed == source.streamed_calls, "the app's three calls reached the server"
-        _runs[key] = Run(exported, calls, export)
-    return _runs[key]
+    """``source``'s app run in ``mode`` (once per session) and what it exported."""
+    return _runs[source.name, mode].result()
 
 
 def calls_and_spans(run: Run) -> list[tuple[SpanProfile, ServerCall]]:
