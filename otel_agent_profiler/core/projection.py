@@ -318,7 +318,9 @@ class RecordedSchedule:
         """Positions of ``span``'s held children (None: the roots) in order of recorded end."""
         order = self._by_end.get(span)
         if order is None:
-            order = self._by_end[span] = sorted(range(len(children)), key=lambda i: (children[i][1], i))
+            # Ties by position: the sort is stable.
+            ends = [child[1] for child in children]
+            order = self._by_end[span] = sorted(range(len(children)), key=ends.__getitem__)
         return order
 
 

@@ -181,7 +181,8 @@ def _bottleneck(
             subject += f" '{first.name}'"
         subject += f" {_at(profile, first)}"
     # In a fan-out only the slowest calls hold critical-path time: name those, not all of them.
-    holding = calls_of([s for s in spans if s.critical_path_ns > 0]) or calls
+    on_path = [s for s in spans if s.critical_path_ns > 0]
+    holding = (calls if len(on_path) == len(spans) else calls_of(on_path)) or calls
     if len(calls) > 1 and len(holding) < len(calls):
         subject += f" ({len(holding)} of them on the critical path)"
     verb = "hold" if len(calls) > 1 and first.category != AGENT else "holds"

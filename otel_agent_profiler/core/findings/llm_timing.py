@@ -105,6 +105,8 @@ def find_llm_gaps(
     spans: dict[str, SpanProfile] = {}
     total = total_covered = 0
     for parent in profile.spans:
+        if len(parent.children) < 2:
+            continue  # no consecutive calls
         # One span per call: copies of a call and spans that call no model are not calls of their own.
         llm_children = llm_calls_among(parent.children)
         for index in range(1, len(llm_children)):
