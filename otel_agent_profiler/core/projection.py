@@ -377,7 +377,9 @@ class _Plan:
             first = 0  # every gap changes
         by_end, admitted_counts, gaps = self.by_end, self.admitted, self.gaps
         ends = self.ends.copy()
-        # The children before ``first`` ended as recorded, and so did those it depends on.
+        # The children before ``first`` ended as recorded, and so did those it depends on. (A change
+        # to a span the findings ask about, on the critical path, moves every child after it: no
+        # later child is skipped.)
         admitted = admitted_counts[first] if first < len(gaps) else 0
         dependency_projected = self.by_end_latest[admitted]
         latest_projected = self.latest_before[first]
@@ -404,32 +406,39 @@ def _rescheduled(
     A span whose length comes out as recorded moves nothing above it, so its parent is scheduled
     again only for a child that did change, and only from that child on (``_Plan``).
     """
-    slot, held, recorded = tree.slot, tree.held, tree.lengths
+    slot, held, recorded, intervals = tree.slot, tree.held, tree.lengths, tree.intervals
     # Per parent (None: the virtual root): its held children at new lengths, by position.
     changed: dict[SpanProfile | None, dict[int, int]] = {}
+    # Written out rather than through ``_scaled`` and helpers: this loop is most of the findings' time.
     for span in reversed(spans):
         scale = scales.get(span, 1.0)
         moved = changed.get(span)
         if moved is None and scale == 1.0:
             continue  # unchanged: as recorded
+        before = recorded[span]
         children = held.get(span)
         if not children:
-            length = _scaled(recorded[span], scale)
+            length = before if scale == 1.0 else round(before * scale)
         elif len(children) == 1:
             # One child (an LLM call and its request, mostly): its gap, its length, the tail.
             child_start, child_end, _, _ = children[0]
-            start, end = tree.intervals[span]
             child_length = moved[0] if moved else child_end - child_start
-            length = _scaled(child_start - start, scale) + child_length + _scaled(end - child_end, scale)
+            if scale == 1.0:
+                length = before - (child_end - child_start) + child_length
+            else:
+                start, end = intervals[span]
+                length = round((child_start - start) * scale) + child_length + round((end - child_end) * scale)
         else:
             length = tree.plan(span).length(min(moved) if moved else 0, moved or _NOTHING_MOVED, scale)
-        if length != recorded[span] and span in slot:
-            parent, index = slot[span]
-            moved_below = changed.get(parent)
-            if moved_below is None:
-                changed[parent] = {index: length}
-            else:
-                moved_below[index] = length
+        if length != before:
+            place = slot.get(span)
+            if place is not None:
+                parent, index = place
+                moved_below = changed.get(parent)
+                if moved_below is None:
+                    changed[parent] = {index: length}
+                else:
+                    moved_below[index] = length
     moved = changed.get(None)
     if moved is None:
         return profile.end_ns - profile.start_ns
