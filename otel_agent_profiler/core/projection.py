@@ -497,7 +497,7 @@ def _clipped_tree(profile: TraceProfile) -> tuple[dict[SpanProfile, tuple[int, i
                 child_start >= end
                 or child_end <= start
                 or (producer and child.record.kind is SpanKind.CONSUMER)
-                or is_request_beside_its_call(child)
+                or (child.same_call_as is not None and is_request_beside_its_call(child))
             ):
                 intervals[child] = (child_start, child_end)
                 continue
