@@ -205,7 +205,7 @@ def projected_durations_scaled_ns(
             durations.append(profile.end_ns - profile.start_ns)  # as recorded
             continue
         _checked(scale, first)  # one factor for all: checked once, named by the first span as by each
-        durations.append(_rescheduled(profile, tree, dict.fromkeys(selected, scale), spans))
+        durations.append(_rescheduled(profile, tree, dict.fromkeys(selected, scale), spans, {}))
     return durations
 
 
@@ -225,8 +225,8 @@ def _schedule(
     trail: _Trail | None,
 ) -> int:
     """The trace's projected duration, scheduling ``spans`` (depth-first order) again with their ``scales``."""
-    if trail is None and not group_of:
-        return _rescheduled(profile, tree, scales, spans)
+    if trail is None:
+        return _rescheduled(profile, tree, scales, spans, group_of)
     lengths = tree.lengths
     if spans:
         lengths = dict(lengths)
@@ -366,9 +366,11 @@ class _Plan:
         self.latest_before = list(accumulate(ends, max, initial=0))
         self.tail = end - (start + self.latest_before[-1])
 
-    def length(self, first: int, changed: dict[int, int], scale: float) -> int:
+    def length(self, first: int, changed: dict[int, int], scale: float, groups: dict[int, int] | None = None) -> int:
         """The parent's projected length with the children at ``changed`` positions (``first`` the
-        least of them) at their new lengths and the parent's own time scaled by ``scale``."""
+        least of them, and of the ``groups`` members) at their new lengths, the parent's own time
+        scaled by ``scale``, and the members of each group (``groups``: position to group) started
+        where its first member starts."""
         lengths = self.lengths
         if changed:
             lengths = lengths.copy()
@@ -384,6 +386,7 @@ class _Plan:
         admitted = admitted_counts[first] if first < len(gaps) else 0
         dependency_projected = self.by_end_latest[admitted]
         latest_projected = self.latest_before[first]
+        group_starts: dict[int, int] = {}
         for index in range(first, len(gaps)):
             admit = admitted_counts[index]
             while admitted < admit:
@@ -391,8 +394,14 @@ class _Plan:
                 if candidate_projected > dependency_projected:
                     dependency_projected = candidate_projected
                 admitted += 1
-            gap = gaps[index]
-            projected_end = dependency_projected + (gap if scale == 1.0 else round(gap * scale)) + lengths[index]
+            group = groups.get(index) if groups else None
+            projected_start = group_starts.get(group) if group is not None else None
+            if projected_start is None:
+                gap = gaps[index]
+                projected_start = dependency_projected + (gap if scale == 1.0 else round(gap * scale))
+                if group is not None:
+                    group_starts[group] = projected_start  # the group's first member: where all start
+            projected_end = projected_start + lengths[index]
             ends[index] = projected_end
             if projected_end > latest_projected:
                 latest_projected = projected_end
@@ -400,28 +409,44 @@ class _Plan:
 
 
 def _rescheduled(
-    profile: TraceProfile, tree: RecordedSchedule, scales: Mapping[SpanProfile, float], spans: list[SpanProfile]
+    profile: TraceProfile,
+    tree: RecordedSchedule,
+    scales: Mapping[SpanProfile, float],
+    spans: list[SpanProfile],
+    group_of: dict[str, int],
 ) -> int:
-    """``_schedule`` without regrouped siblings or a trail: only what changed is placed again.
+    """``_schedule`` without a trail: only what changed is placed again.
 
     A span whose length comes out as recorded moves nothing above it, so its parent is scheduled
-    again only for a child that did change, and only from that child on (``_Plan``).
+    again only for a child that did change or that starts with its group, and only from the first
+    such child on (``_Plan``).
     """
     slot, held, recorded, intervals = tree.slot, tree.held, tree.lengths, tree.intervals
     # Per parent (None: the virtual root): its held children at new lengths, by position.
     changed: dict[SpanProfile | None, dict[int, int]] = {}
+    # Per parent: its held children regrouped, by position (``spans`` holds every regrouped span).
+    grouped: dict[SpanProfile | None, dict[int, int]] = {}
+    if group_of:
+        for span in spans:
+            group = group_of.get(span.record.span_id)
+            if group is not None:
+                place = slot.get(span)
+                if place is not None:
+                    grouped.setdefault(place[0], {})[place[1]] = group
     # Written out rather than through ``_scaled`` and helpers: this loop is most of the findings' time.
     for span in reversed(spans):
         scale = scales.get(span, 1.0)
         moved = changed.get(span)
-        if moved is None and scale == 1.0:
+        groups = grouped.get(span) if grouped else None
+        if moved is None and scale == 1.0 and groups is None:
             continue  # unchanged: as recorded
         before = recorded[span]
         children = held.get(span)
         if not children:
             length = before if scale == 1.0 else round(before * scale)
         elif len(children) == 1:
-            # One child (an LLM call and its request, mostly): its gap, its length, the tail.
+            # One child (an LLM call and its request, mostly): its gap, its length, the tail. (A group
+            # of one starts where it would anyway.)
             child_start, child_end, _, _ = children[0]
             child_length = moved[0] if moved else child_end - child_start
             if scale == 1.0:
@@ -430,7 +455,10 @@ def _rescheduled(
                 start, end = intervals[span]
                 length = round((child_start - start) * scale) + child_length + round((end - child_end) * scale)
         else:
-            length = tree.plan(span).length(min(moved) if moved else 0, moved or _NOTHING_MOVED, scale)
+            first = min(moved) if moved else len(children)
+            if groups is not None:
+                first = min(first, min(groups))
+            length = tree.plan(span).length(first, moved or _NOTHING_MOVED, scale, groups)
         if length != before:
             place = slot.get(span)
             if place is not None:
@@ -441,9 +469,13 @@ def _rescheduled(
                 else:
                     moved_below[index] = length
     moved = changed.get(None)
-    if moved is None:
+    groups = grouped.get(None) if grouped else None
+    if moved is None and groups is None:
         return profile.end_ns - profile.start_ns
-    return tree.plan(None).length(min(moved), moved, 1.0)
+    first = min(moved) if moved else len(tree.roots)
+    if groups is not None:
+        first = min(first, min(groups))
+    return tree.plan(None).length(first, moved or _NOTHING_MOVED, 1.0, groups)
 
 
 _NOTHING_MOVED: dict[int, int] = {}
