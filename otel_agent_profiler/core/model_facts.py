@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 
 from .models import model_family
 from .pricing import BUILT_IN_PRICES, ModelPrice
@@ -81,6 +82,7 @@ _CLAUDE_SIZES = frozenset({"haiku", "sonnet", "opus"})
 _SMALLER_SUFFIXES = ("-mini", "-nano")
 
 
+@lru_cache(maxsize=4096)
 def model_line(model: str) -> str:
     """The line a model belongs to, whatever its size: ``gpt-4o`` for ``gpt-4o-mini``, ``claude-4-5``
     for ``claude-haiku-4-5`` and ``claude-sonnet-4-5``, the model's family otherwise."""
@@ -96,6 +98,18 @@ def model_line(model: str) -> str:
 def cheaper_models(model: str, prices: Mapping[str, ModelPrice] = BUILT_IN_PRICES) -> list[str]:
     """The models of ``model``'s own line that ``prices`` prices lower for input and output tokens
     alike, the closest in price first; none when ``model`` has no price or no cheaper sibling."""
+    if prices is BUILT_IN_PRICES:
+        # Asked for each bottleneck of every trace: the built-in table's answers are kept.
+        return list(_cheaper_built_in(model))
+    return _cheaper(model, prices)
+
+
+@lru_cache(maxsize=4096)
+def _cheaper_built_in(model: str) -> tuple[str, ...]:
+    return tuple(_cheaper(model, BUILT_IN_PRICES))
+
+
+def _cheaper(model: str, prices: Mapping[str, ModelPrice]) -> list[str]:
     family = model_family(model)
     own = prices.get(model) or prices.get(family)
     if own is None:

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
+from itertools import accumulate
 
 from .call_parts import is_request_beside_its_call
 from .profile import SpanProfile, TraceProfile
@@ -171,12 +172,13 @@ def _project(
         if group_of:
             changed += [(span, 1.0) for span in profile.spans if span.record.span_id in group_of]
     for span, scale in changed:
-        if scale == 1.0 and span.record.span_id not in group_of:
-            continue
-        if span in scales:
+        if (scale == 1.0 and (not group_of or span.record.span_id not in group_of)) or span in scales:
             continue
         scales[span] = _checked(scale, span)
-        _add_with_ancestors(span, affected)
+        ancestor: SpanProfile | None = span  # ``_add_with_ancestors``, written out: once per changed span
+        while ancestor is not None and ancestor not in affected:
+            affected.add(ancestor)
+            ancestor = ancestor.parent
     # Recording a trail schedules every span: the chain through an unchanged subtree is wanted too.
     spans = profile.spans if trail is not None else sorted(affected, key=tree.position.__getitem__)
     return _schedule(profile, tree, scales, spans, group_of, trail)
@@ -197,9 +199,13 @@ def projected_durations_scaled_ns(
         _add_with_ancestors(span, affected)
     spans = sorted(affected, key=tree.position.__getitem__)
     durations = []
+    first = next(iter(selected), None)
     for scale in scales:
-        changed = {span: _checked(scale, span) for span in selected} if scale != 1.0 else {}
-        durations.append(_schedule(profile, tree, changed, spans if changed else [], {}, None))
+        if first is None or scale == 1.0:
+            durations.append(profile.end_ns - profile.start_ns)  # as recorded
+            continue
+        _checked(scale, first)  # one factor for all: checked once, named by the first span as by each
+        durations.append(_rescheduled(profile, tree, dict.fromkeys(selected, scale), spans, {}))
     return durations
 
 
@@ -219,6 +225,8 @@ def _schedule(
     trail: _Trail | None,
 ) -> int:
     """The trace's projected duration, scheduling ``spans`` (depth-first order) again with their ``scales``."""
+    if trail is None:
+        return _rescheduled(profile, tree, scales, spans, group_of)
     lengths = tree.lengths
     if spans:
         lengths = dict(lengths)
@@ -260,11 +268,25 @@ class RecordedSchedule:
     the finished profile: changing the trace's spans afterwards leaves it stale.
     """
 
-    __slots__ = ("_by_end", "held", "intervals", "lengths", "position", "roots", "roots_key", "spans")
+    __slots__ = (
+        "_by_end",
+        "_plans",
+        "end_ns",
+        "held",
+        "intervals",
+        "lengths",
+        "position",
+        "roots",
+        "roots_key",
+        "slot",
+        "spans",
+        "start_ns",
+    )
 
     def __init__(self, profile: TraceProfile) -> None:
         self.spans = profile.spans
         self.roots_key = profile.roots
+        self.start_ns, self.end_ns = profile.start_ns, profile.end_ns
         self.intervals, self.held = _clipped_tree(profile)
         self.lengths = {span: end - start for span, (start, end) in self.intervals.items()}
         self.position = {span: index for index, span in enumerate(profile.spans)}
@@ -272,13 +294,191 @@ class RecordedSchedule:
             (root.start_ns, root.end_ns, root.record.span_id, root) for root in profile.roots
         )
         self._by_end: dict[SpanProfile | None, list[int]] = {}
+        #: Every child that holds its parent up (a root: the virtual root, None): that parent and
+        #: its place among the parent's held children. A change to any other span moves nothing.
+        self.slot: dict[SpanProfile, tuple[SpanProfile | None, int]] = {
+            child[3]: (None, index) for index, child in enumerate(self.roots)
+        }
+        for parent, children in self.held.items():
+            for index, child in enumerate(children):
+                self.slot[child[3]] = (parent, index)
+        self._plans: dict[SpanProfile | None, _Plan] = {}
+
+    def plan(self, span: SpanProfile | None) -> _Plan:
+        """What rescheduling ``span``'s held children (None: the roots) needs, worked out once."""
+        plan = self._plans.get(span)
+        if plan is None:
+            if span is None:
+                start, end, children = self.start_ns, self.end_ns, self.roots
+            else:
+                (start, end), children = self.intervals[span], self.held[span]
+            plan = self._plans[span] = _Plan(start, end, children, self.by_end(span, children))
+        return plan
 
     def by_end(self, span: SpanProfile | None, children: list[_Child]) -> list[int]:
         """Positions of ``span``'s held children (None: the roots) in order of recorded end."""
         order = self._by_end.get(span)
         if order is None:
-            order = self._by_end[span] = sorted(range(len(children)), key=lambda i: (children[i][1], i))
+            # Ties by position: the sort is stable.
+            ends = [child[1] for child in children]
+            order = self._by_end[span] = sorted(range(len(children)), key=ends.__getitem__)
         return order
+
+
+class _Plan:
+    """One span's held children as recorded, for rescheduling them after some changed.
+
+    With every factor 1 the schedule rebuilds each clipped interval exactly (see the module's
+    docstring), so a child placed before the first changed one ends where it ended, and every
+    child's dependencies and gap are fixed by the recorded times: only the children from the
+    first changed one on are placed again, each in a few steps.
+    """
+
+    __slots__ = ("admitted", "by_end", "by_end_latest", "ends", "gaps", "latest_before", "lengths", "tail")
+
+    def __init__(self, start: int, end: int, children: list[_Child], by_end: list[int]) -> None:
+        count = len(children)
+        self.by_end = by_end
+        #: Per child: how many siblings of ``by_end`` it depends on (a prefix), and the parent's own
+        #: time before it (from the latest recorded end among them, or the parent's start).
+        self.admitted: list[int] = []
+        self.gaps: list[int] = []
+        admitted = 0
+        dependency_end = start
+        for index, (child_start, _, _, _) in enumerate(children):
+            # As ``_length`` admits them: (end, position) before (the child's start, its position).
+            while admitted < count:
+                candidate = by_end[admitted]
+                candidate_end = children[candidate][1]
+                if candidate_end > child_start or (candidate_end == child_start and candidate >= index):
+                    break
+                admitted += 1
+                if candidate_end > dependency_end:
+                    dependency_end = candidate_end
+            self.admitted.append(admitted)
+            self.gaps.append(child_start - dependency_end)
+        #: Each child's recorded (clipped) length, and its end relative to the parent's start.
+        self.lengths = [child_end - child_start for child_start, child_end, _, _ in children]
+        self.ends = ends = [child_end - start for _, child_end, _, _ in children]
+        #: The latest recorded end (relative; at least 0) among the first n siblings by end, and
+        #: among the first n in order, for n from 0 to all of them.
+        self.by_end_latest = list(accumulate([ends[candidate] for candidate in by_end], max, initial=0))
+        self.latest_before = list(accumulate(ends, max, initial=0))
+        self.tail = end - (start + self.latest_before[-1])
+
+    def length(self, first: int, changed: dict[int, int], scale: float, groups: dict[int, int] | None = None) -> int:
+        """The parent's projected length with the children at ``changed`` positions (``first`` the
+        least of them, and of the ``groups`` members) at their new lengths, the parent's own time
+        scaled by ``scale``, and the members of each group (``groups``: position to group) started
+        where its first member starts."""
+        lengths = self.lengths
+        if changed:
+            lengths = lengths.copy()
+            for index, length in changed.items():
+                lengths[index] = length
+        if scale != 1.0:
+            first = 0  # every gap changes
+        by_end, admitted_counts, gaps = self.by_end, self.admitted, self.gaps
+        ends = self.ends.copy()
+        # The children before ``first`` ended as recorded, and so did those it depends on. (A change
+        # to a span the findings ask about, on the critical path, moves every child after it: no
+        # later child is skipped.)
+        admitted = admitted_counts[first] if first < len(gaps) else 0
+        dependency_projected = self.by_end_latest[admitted]
+        latest_projected = self.latest_before[first]
+        group_starts: dict[int, int] = {}
+        for index in range(first, len(gaps)):
+            admit = admitted_counts[index]
+            while admitted < admit:
+                candidate_projected = ends[by_end[admitted]]
+                if candidate_projected > dependency_projected:
+                    dependency_projected = candidate_projected
+                admitted += 1
+            group = groups.get(index) if groups else None
+            projected_start = group_starts.get(group) if group is not None else None
+            if projected_start is None:
+                gap = gaps[index]
+                projected_start = dependency_projected + (gap if scale == 1.0 else round(gap * scale))
+                if group is not None:
+                    group_starts[group] = projected_start  # the group's first member: where all start
+            projected_end = projected_start + lengths[index]
+            ends[index] = projected_end
+            if projected_end > latest_projected:
+                latest_projected = projected_end
+        return latest_projected + _scaled(self.tail, scale)
+
+
+def _rescheduled(
+    profile: TraceProfile,
+    tree: RecordedSchedule,
+    scales: Mapping[SpanProfile, float],
+    spans: list[SpanProfile],
+    group_of: dict[str, int],
+) -> int:
+    """``_schedule`` without a trail: only what changed is placed again.
+
+    A span whose length comes out as recorded moves nothing above it, so its parent is scheduled
+    again only for a child that did change or that starts with its group, and only from the first
+    such child on (``_Plan``).
+    """
+    slot, held, recorded, intervals = tree.slot, tree.held, tree.lengths, tree.intervals
+    # Per parent (None: the virtual root): its held children at new lengths, by position.
+    changed: dict[SpanProfile | None, dict[int, int]] = {}
+    # Per parent: its held children regrouped, by position (``spans`` holds every regrouped span).
+    grouped: dict[SpanProfile | None, dict[int, int]] = {}
+    if group_of:
+        for span in spans:
+            group = group_of.get(span.record.span_id)
+            if group is not None:
+                place = slot.get(span)
+                if place is not None:
+                    grouped.setdefault(place[0], {})[place[1]] = group
+    # Written out rather than through ``_scaled`` and helpers: this loop is most of the findings' time.
+    for span in reversed(spans):
+        scale = scales.get(span, 1.0)
+        moved = changed.get(span)
+        groups = grouped.get(span) if grouped else None
+        if moved is None and scale == 1.0 and groups is None:
+            continue  # unchanged: as recorded
+        before = recorded[span]
+        children = held.get(span)
+        if not children:
+            length = before if scale == 1.0 else round(before * scale)
+        elif len(children) == 1:
+            # One child (an LLM call and its request, mostly): its gap, its length, the tail. (A group
+            # of one starts where it would anyway.)
+            child_start, child_end, _, _ = children[0]
+            child_length = moved[0] if moved else child_end - child_start
+            if scale == 1.0:
+                length = before - (child_end - child_start) + child_length
+            else:
+                start, end = intervals[span]
+                length = round((child_start - start) * scale) + child_length + round((end - child_end) * scale)
+        else:
+            first = min(moved) if moved else len(children)
+            if groups is not None:
+                first = min(first, min(groups))
+            length = tree.plan(span).length(first, moved or _NOTHING_MOVED, scale, groups)
+        if length != before:
+            place = slot.get(span)
+            if place is not None:
+                parent, index = place
+                moved_below = changed.get(parent)
+                if moved_below is None:
+                    changed[parent] = {index: length}
+                else:
+                    moved_below[index] = length
+    moved = changed.get(None)
+    groups = grouped.get(None) if grouped else None
+    if moved is None and groups is None:
+        return profile.end_ns - profile.start_ns
+    first = min(moved) if moved else len(tree.roots)
+    if groups is not None:
+        first = min(first, min(groups))
+    return tree.plan(None).length(first, moved or _NOTHING_MOVED, 1.0, groups)
+
+
+_NOTHING_MOVED: dict[int, int] = {}
 
 
 def _recorded(profile: TraceProfile, schedule: RecordedSchedule | None) -> RecordedSchedule:
@@ -329,7 +529,7 @@ def _clipped_tree(profile: TraceProfile) -> tuple[dict[SpanProfile, tuple[int, i
                 child_start >= end
                 or child_end <= start
                 or (producer and child.record.kind is SpanKind.CONSUMER)
-                or is_request_beside_its_call(child)
+                or (child.same_call_as is not None and is_request_beside_its_call(child))
             ):
                 intervals[child] = (child_start, child_end)
                 continue

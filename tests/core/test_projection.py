@@ -378,3 +378,26 @@ def test_one_schedule_serves_every_projection_of_a_trace(records, data) -> None:
         assert projected_critical_path(trace, factor, independent, schedule=schedule) == projected_critical_path(
             trace, factor, independent
         )
+
+
+@PROPERTY_SETTINGS
+@given(span_trees(messy=True), st.data())
+def test_rescheduling_only_what_changed_agrees_with_scheduling_every_span(records, data) -> None:
+    # Without regrouped siblings a projection places again only the changed spans' ancestors, each
+    # from its first changed child on, with what one schedule worked out for earlier projections;
+    # the projected critical path places every span. Both must give one duration.
+    trace = profile(records)
+    schedule = RecordedSchedule(trace)
+    for _ in range(4):
+        factors = own_time_factors(data, trace, [0.0, 0.5, 1.0, 2.0, 0.3])
+        factor = lambda n, factors=factors: factors[n.span_id]  # noqa: E731
+        everything, _ = projected_critical_path(trace, factor)
+        assert projected_duration_ns(trace, factor, schedule=schedule) == everything
+        selected = [node for node in trace.spans if factors[node.span_id] != 1.0]
+        scale = data.draw(st.sampled_from([0.0, 0.5, 3.0]))
+        alike = {node.span_id: scale for node in selected}
+        everything_alike, _ = projected_critical_path(trace, lambda n, alike=alike: alike.get(n.span_id, 1.0))
+        assert projected_durations_scaled_ns(trace, selected, [scale, 1.0], schedule=schedule) == [
+            everything_alike,
+            trace.duration_ns,
+        ]

@@ -245,7 +245,13 @@ def _projected(
     schedule: RecordedSchedule | None = None,
 ) -> tuple[int, int]:
     """Projected duration with ``selected`` spans' own time scaled, and the saving it makes."""
-    projected = projected_duration_scaled_ns(profile, dict.fromkeys(selected, scale), independent, schedule=schedule)
+    if independent:
+        projected = projected_duration_scaled_ns(
+            profile, dict.fromkeys(selected, scale), independent, schedule=schedule
+        )
+    else:
+        # One factor for every span: checked once, not per span.
+        (projected,) = projected_durations_scaled_ns(profile, selected, (scale,), schedule=schedule)
     return projected, profile.duration_ns - projected
 
 

@@ -60,12 +60,14 @@ def find_bottlenecks(
         (s for s in profile.spans if s.critical_path_ns > 0),
         key=lambda s: (-s.critical_path_ns, s.start_ns, s.record.span_id),
     )[: options.top_n]
-    findings = [_bottleneck(profile, [span], "span", schedule) for span in ranked]
+    # The trace's critical path, summed over its spans once rather than for every finding.
+    trace_critical = profile.critical_path_ns
+    findings = [_bottleneck(profile, [span], "span", schedule, trace_critical) for span in ranked]
     reported = {(span,) for span in ranked}
     for _, spans in _top_operations(profile, options.top_n):
         if tuple(spans) in reported:
             continue  # the operation is one span, already reported as such
-        findings.append(_bottleneck(profile, spans, "operation", schedule))
+        findings.append(_bottleneck(profile, spans, "operation", schedule, trace_critical))
     return findings
 
 
@@ -153,7 +155,11 @@ def _savings_sentence(held_ns: int, saving: int, saving_2x: int, pronoun: str) -
 
 
 def _bottleneck(
-    profile: TraceProfile, spans: list[SpanProfile], scope: str, schedule: RecordedSchedule | None
+    profile: TraceProfile,
+    spans: list[SpanProfile],
+    scope: str,
+    schedule: RecordedSchedule | None,
+    trace_critical: int,
 ) -> Finding:
     critical = sum(s.critical_path_ns for s in spans)
     # Critical-path time a span holds while one of its children runs is a gap between children
@@ -164,7 +170,7 @@ def _bottleneck(
     if waiting > 0:
         # The projection removes the gaps too; removing the code's time saves at most that time.
         saving, saving_2x = min(saving, own), min(saving_2x, own // 2)
-    share = _share(critical, profile.critical_path_ns)
+    share = _share(critical, trace_critical)
     first = spans[0]
     # An inference server's span (and the HTTP span above it) is part of its client's call.
     calls = calls_of(spans)
@@ -175,7 +181,8 @@ def _bottleneck(
             subject += f" '{first.name}'"
         subject += f" {_at(profile, first)}"
     # In a fan-out only the slowest calls hold critical-path time: name those, not all of them.
-    holding = calls_of([s for s in spans if s.critical_path_ns > 0]) or calls
+    on_path = [s for s in spans if s.critical_path_ns > 0]
+    holding = (calls if len(on_path) == len(spans) else calls_of(on_path)) or calls
     if len(calls) > 1 and len(holding) < len(calls):
         subject += f" ({len(holding)} of them on the critical path)"
     verb = "hold" if len(calls) > 1 and first.category != AGENT else "holds"
@@ -183,21 +190,20 @@ def _bottleneck(
     if waiting == 0:
         title = (
             f"{subject} {verb} {format_duration(critical)} of the critical path "
-            f"({_percent(critical / profile.critical_path_ns)}): "
-            + _savings_sentence(critical, saving, saving_2x, pronoun)
+            f"({_percent(critical / trace_critical)}): " + _savings_sentence(critical, saving, saving_2x, pronoun)
         )
         suggestion = _suggestion(first.category, first.operation, calls) if saving > 0 else None
     elif own == 0:
         title = (
             f"{subject} {verb} {format_duration(critical)} of the critical path "
-            f"({_percent(critical / profile.critical_path_ns)}) only as gaps between its children, not in its own "
+            f"({_percent(critical / trace_critical)}) only as gaps between its children, not in its own "
             f"code: a child was still running throughout while the next one had not started."
         )
         suggestion = _GAP_SUGGESTION.format(name=first.name)
     else:
         title = (
             f"{subject} {verb} {format_duration(own)} of the critical path "
-            f"({_percent(own / profile.critical_path_ns)}), and {format_duration(waiting)} more as gaps between "
+            f"({_percent(own / trace_critical)}), and {format_duration(waiting)} more as gaps between "
             f"its children while one of them was still running: " + _savings_sentence(own, saving, saving_2x, pronoun)
         )
         suggestion = _suggestion(first.category, first.operation, calls) if saving > 0 else None

@@ -41,6 +41,8 @@ def find_sequential_llm_chains(
     (other steps may run between them): a round trip each."""
     findings: list[Finding] = []
     for parent in profile.spans:
+        if len(parent.children) < 2:
+            continue  # no chain of calls
         # One span per call: copies of a call and spans that call no model are not calls of their own.
         llm_children = llm_calls_among(parent.children)
         for run in _sequential_runs(llm_children):

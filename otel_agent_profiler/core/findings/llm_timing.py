@@ -105,14 +105,20 @@ def find_llm_gaps(
     spans: dict[str, SpanProfile] = {}
     total = total_covered = 0
     for parent in profile.spans:
+        if len(parent.children) < 2:
+            continue  # no consecutive calls
         # One span per call: copies of a call and spans that call no model are not calls of their own.
         llm_children = llm_calls_among(parent.children)
+        if len(llm_children) < 2:
+            continue
+        other_steps = [(c.start_ns, c.end_ns) for c in parent.children if c.category != LLM]
         for index in range(1, len(llm_children)):
             before, after = llm_children[index - 1], llm_children[index]
             if after.start_ns < before.end_ns:
                 continue  # overlapping calls: no gap
             start, end = before.end_ns, after.start_ns
-            others = ((max(c.start_ns, start), min(c.end_ns, end)) for c in parent.children if c.category != LLM)
+            # The steps within the gap, clipped to it (those outside it would cover nothing).
+            others = [(max(s, start), min(e, end)) for s, e in other_steps if s < end and e > start]
             covered = union_length(others)
             total += end - start
             total_covered += covered

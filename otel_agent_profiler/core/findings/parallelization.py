@@ -281,6 +281,8 @@ def find_parallelization(
     findings: list[Finding] = []
     evidence = _Evidence(profile.spans)
     for parent in profile.spans:
+        if len(parent.children) < 2:
+            continue  # no siblings to start together
         group: list[SpanProfile] = []
         bases: set[str] = set()
         reasons: set[str] = set()
