@@ -294,7 +294,9 @@ def timed(argv: list[str], stdout_path: Path, env: dict[str, str] | None = None)
     peak_tree = 0.0
     with stdout_path.open("wb") as stdout:
         started = time.perf_counter()
-        process = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, env=env)
+        # From the output's folder: `python -m` puts the working directory first on sys.path, so run
+        # from the repository it would import the package there, whatever PYTHONPATH (--before) says.
+        process = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, env=env, cwd=stdout_path.parent)
         done = threading.Event()
 
         def sample() -> None:
