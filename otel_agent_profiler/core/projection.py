@@ -233,30 +233,16 @@ def _schedule(
         # Depth-first order lists every parent before its children, so walking it backwards
         # finishes every child before its parent needs its length.
         for span in reversed(spans):
-            start, end = tree.intervals[span]
-            children = tree.held.get(span, _NO_CHILDREN)
-            lengths[span] = _length(
-                start,
-                end,
-                children,
-                tree.by_end(span, children),
-                lengths,
-                scales.get(span, 1.0),
-                group_of,
-                trail,
-                span,
-            )
-    return _length(
-        profile.start_ns,
-        profile.end_ns,
-        tree.roots,
-        tree.by_end(None, tree.roots),
-        lengths,
-        1.0,
-        group_of,
-        trail,
-        None,
-    )
+            scale = scales.get(span, 1.0)
+            children = tree.held.get(span)
+            if children:
+                lengths[span] = _length(tree.plan(span), children, lengths, scale, group_of, trail, span)
+            else:
+                start, end = tree.intervals[span]
+                lengths[span] = _scaled(end - start, scale)
+    if not tree.roots:
+        return profile.end_ns - profile.start_ns
+    return _length(tree.plan(None), tree.roots, lengths, 1.0, group_of, trail, None)
 
 
 class RecordedSchedule:
@@ -491,9 +477,6 @@ def _recorded(profile: TraceProfile, schedule: RecordedSchedule | None) -> Recor
     return schedule
 
 
-_NO_CHILDREN: list[_Child] = []
-
-
 def _group_index(independent: Collection[frozenset[str]] | None) -> dict[str, int]:
     group_of: dict[str, int] = {}
     for index, group in enumerate(independent or ()):
@@ -548,48 +531,37 @@ def _scaled(duration: int, scale: float) -> int:
 
 
 def _length(
-    start: int,
-    end: int,
+    plan: _Plan,
     children: list[_Child],
-    by_end: list[int],
     lengths: dict[SpanProfile, int],
     scale: float,
     group_of: dict[str, int],
-    trail: _Trail | None = None,
-    owner: SpanProfile | None = None,
+    trail: _Trail,
+    owner: SpanProfile | None,
 ) -> int:
-    """Projected length of one span (from its projected start to its projected end); with ``trail``,
-    records the children on the span's (``owner``'s) projected critical path there."""
-    if not children:
-        return _scaled(end - start, scale)
+    """Projected length of one span with children (from its projected start to its projected end),
+    recording the children on its (``owner``'s) projected critical path in ``trail``.
+
+    Which siblings each child depends on, and the parent's own time before it, are the recorded
+    ones of ``plan``; only the projected ends are worked out here, with the sibling each child
+    waited for.
+    """
     count = len(children)
-    # ``by_end``: siblings in order of recorded end (ties by position); the pointer admits them as
-    # dependencies once they ended at or before the current child's start. Ties go by position, so
-    # a dependency is always a sibling placed before, already scheduled (two zero-length siblings
-    # at one instant would otherwise depend on each other).
+    by_end, admitted_counts, gaps = plan.by_end, plan.admitted, plan.gaps
     admitted = 0
-    dependency_end = start  # latest recorded end among the dependencies (or the parent's start)
-    dependency_projected = 0  # latest projected end among them, relative to the parent's start
+    dependency_projected = 0  # latest projected end among the dependencies, relative to the parent's start
     projected_ends = [0] * count
-    # For the trail: each child's latest-ending dependency (the one it waited for), if any.
+    # Each child's latest-ending dependency (the one it waited for), if any.
     dependency_index: int | None = None
     waited_for: list[int | None] = [None] * count
     group_waited_for: dict[int, int | None] = {}
     group_starts: dict[int, int] = {}
     latest_projected = 0
-    latest_recorded = start
-    # Comparisons written out rather than max() and tuple order: this loop is most of the
-    # findings' time.
-    for index, (child_start, child_end, span_id, child) in enumerate(children):
-        while admitted < count:
+    for index, (_, _, span_id, child) in enumerate(children):
+        admit = admitted_counts[index]
+        while admitted < admit:
             candidate = by_end[admitted]
-            candidate_end = children[candidate][1]
-            # Admitted when (candidate_end, candidate) < (child_start, index).
-            if candidate_end > child_start or (candidate_end == child_start and candidate >= index):
-                break
             admitted += 1
-            if candidate_end > dependency_end:
-                dependency_end = candidate_end
             candidate_projected = projected_ends[candidate]
             # Ties go to the sibling admitted first (earlier end, then earlier start), as the critical
             # path's walk breaks them; a sibling ending at the parent's start held nothing up.
@@ -599,7 +571,7 @@ def _length(
         group = group_of.get(span_id) if group_of else None
         projected_start = group_starts.get(group) if group is not None else None
         if projected_start is None:
-            gap = child_start - dependency_end
+            gap = gaps[index]
             projected_start = dependency_projected + (gap if scale == 1.0 else round(gap * scale))
             waited_for[index] = dependency_index
             if group is not None:
@@ -611,11 +583,8 @@ def _length(
         projected_end = projected_ends[index] = projected_start + lengths[child]
         if projected_end > latest_projected:
             latest_projected = projected_end
-        if child_end > latest_recorded:
-            latest_recorded = child_end
-    if trail is not None:
-        _record_chain(children, projected_ends, waited_for, lengths, trail, owner)
-    return latest_projected + _scaled(end - latest_recorded, scale)
+    _record_chain(children, projected_ends, waited_for, lengths, trail, owner)
+    return latest_projected + _scaled(plan.tail, scale)
 
 
 def _record_chain(
