@@ -172,13 +172,12 @@ def _project(
         if group_of:
             changed += [(span, 1.0) for span in profile.spans if span.record.span_id in group_of]
     for span, scale in changed:
-        if (scale == 1.0 and (not group_of or span.record.span_id not in group_of)) or span in scales:
+        if scale == 1.0 and span.record.span_id not in group_of:
+            continue
+        if span in scales:
             continue
         scales[span] = _checked(scale, span)
-        ancestor: SpanProfile | None = span  # ``_add_with_ancestors``, written out: once per changed span
-        while ancestor is not None and ancestor not in affected:
-            affected.add(ancestor)
-            ancestor = ancestor.parent
+        _add_with_ancestors(span, affected)
     # Recording a trail schedules every span: the chain through an unchanged subtree is wanted too.
     spans = profile.spans if trail is not None else sorted(affected, key=tree.position.__getitem__)
     return _schedule(profile, tree, scales, spans, group_of, trail)
