@@ -216,7 +216,6 @@ def records_from_typed(data: TracesData) -> list[SpanRecord]:
                         if code is None:
                             raise SpanDataError(f"unknown status code {status.code!r}")
                         message = status.message
-                    key_values = span.attributes
                     append(
                         SpanRecord(
                             trace_id,
@@ -228,12 +227,7 @@ def records_from_typed(data: TracesData) -> list[SpanRecord]:
                             kind,
                             code,
                             message,
-                            {
-                                kv.key: string if (string := kv.value.stringValue) is not None else _value(kv.value)
-                                for kv in key_values
-                            }
-                            if key_values
-                            else {},
+                            _attributes(span.attributes),
                             _span_events(span.events) if span.events else (),
                             _span_links(span.links) if span.links else (),
                             resource,
