@@ -124,34 +124,29 @@ def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, op
             return EXIT_BAD_INPUT
         # Findings cost projections of the trace: the page shows them for the traces it embeds in
         # detail (the chosen one and the slowest); the summary JSON carries them for every trace.
-        wanted = list(
-            {p.trace_id: p for p in (profiles if args.summary_json else detail_traces(profiles, selected))}.values()
-        )
+        details = detail_traces(profiles, selected)
+        detail_ids = {p.trace_id for p in details}
+        wanted = list({p.trace_id: p for p in (profiles if args.summary_json else details)}.values())
         workers = workers_for(args.workers, sum(profile.span_count for profile in wanted))
-        detail_ids = {p.trace_id for p in detail_traces(profiles, selected)}
         findings: dict[str, list[Finding]] = {}
         encoded_traces: dict[str, bytes] = {}
         progress.start("finding", len(wanted))
-        if args.summary_json:
-            # Where the findings are made, each trace's summary document is encoded too: the main
-            # process writes the bytes, and gets back only the findings the page and budgets read.
-            def work(index: int) -> tuple[list[Finding], bytes]:
-                profile = wanted[index]
-                found = find_all(profile, options)
-                encoded = encoded_trace(profile, found, detail_ids, options.context_windows)
-                return (found if profile.trace_id in detail_ids else _kept_for_the_table(found)), encoded
 
-            for profile, (profile_findings, encoded) in zip(
-                wanted, map_in_order(work, len(wanted), workers), strict=True
-            ):
-                findings[profile.trace_id] = profile_findings
+        # With the summary JSON, each trace's document is encoded where its findings are made: the
+        # main process writes the bytes, and gets back only the findings the page and budgets read.
+        def work(index: int) -> tuple[list[Finding], bytes | None]:
+            profile = wanted[index]
+            found = find_all(profile, options)
+            if not args.summary_json:
+                return found, None
+            encoded = encoded_trace(profile, found, detail_ids, options.context_windows)
+            return (found if profile.trace_id in detail_ids else _kept_for_the_table(found)), encoded
+
+        for profile, (profile_findings, encoded) in zip(wanted, map_in_order(work, len(wanted), workers), strict=True):
+            findings[profile.trace_id] = profile_findings
+            if encoded is not None:
                 encoded_traces[profile.trace_id] = encoded
-                progress.advance()
-        else:
-            found = map_in_order(lambda index: find_all(wanted[index], options), len(wanted), workers)
-            for profile, profile_findings in zip(wanted, found, strict=True):
-                findings[profile.trace_id] = profile_findings
-                progress.advance()
+            progress.advance()
         progress.start("statistics", 1)
         statistics = cross_run_statistics(
             profiles, spike_threshold=args.spike_threshold, charts_only=not args.summary_json
