@@ -98,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, options: FindingOptions) -> int:
     from ..core.findings import find_all
+    from ..core.projection import RecordedSchedule
     from ..errors import CannotAnalyse
     from ..offline.store_loading import load_inputs
     from ..offline.workers import map_in_order, workers_for
@@ -136,10 +137,12 @@ def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, op
         # main process writes the bytes, and gets back only the findings the page and budgets read.
         def work(index: int) -> tuple[list[Finding], bytes | None]:
             profile = wanted[index]
-            found = find_all(profile, options)
+            # One recorded schedule for every projection of the trace: its findings' and their combined one.
+            schedule = RecordedSchedule(profile)
+            found = find_all(profile, options, schedule=schedule)
             if not args.summary_json:
                 return found, None
-            encoded = encoded_trace(profile, found, detail_ids, options.context_windows)
+            encoded = encoded_trace(profile, found, detail_ids, options.context_windows, schedule=schedule)
             return (found if profile.trace_id in detail_ids else _kept_for_the_table(found)), encoded
 
         for profile, (profile_findings, encoded) in zip(wanted, map_in_order(work, len(wanted), workers), strict=True):

@@ -29,6 +29,7 @@ from ..core.findings import (
 )
 from ..core.pricing import PriceTable
 from ..core.profile import TraceProfile
+from ..core.projection import RecordedSchedule
 from ..report.cross_trace import TraceTotals, trace_detail
 from ..report.json_stream import Encoded, pretty
 from ..report.span_json import trace_document
@@ -49,13 +50,16 @@ def encode_trace(
     findings: list[Finding] | None,
     what_if: WhatIfProjection | None,
     context_windows: Mapping[str, int],
+    *,
+    schedule: RecordedSchedule | None = None,
 ) -> Encoded:
     """One trace of the JSON document, encoded: the profile (each LLM call's share of its
-    ``context_windows``), its findings and its what-if."""
+    ``context_windows``), its findings and its what-if. ``schedule``: the one the findings were
+    made with, if at hand (see ``find_all``)."""
     trace = trace_document(profile, context_windows)
     if findings is not None:
         trace["findings"] = [finding.to_dict() for finding in findings]
-        trace["combined_projection"] = combined_projection(profile, findings).to_dict()
+        trace["combined_projection"] = combined_projection(profile, findings, schedule=schedule).to_dict()
     if what_if is not None:
         trace["what_if"] = what_if.to_dict()
     return Encoded(pretty(trace, 2))
@@ -182,11 +186,15 @@ def _analyzed(
         profiles, lines = profiles_of_shard(parted, index, prices=prices)
         traces = []
         for profile in profiles:
-            found = find_all(profile, options.finding_options) if options.findings else None
+            # One recorded schedule for every projection of the trace: its findings' and their combined one.
+            schedule = RecordedSchedule(profile) if options.findings else None
+            found = find_all(profile, options.finding_options, schedule=schedule) if options.findings else None
             what_if = what_ifs_together(profile, options.what_if) if options.what_if else None
             payload: bytes | None = None
             if not text:
-                payload = encode_trace(profile, found, what_if, options.finding_options.context_windows)
+                payload = encode_trace(
+                    profile, found, what_if, options.finding_options.context_windows, schedule=schedule
+                )
             elif options.every_trace:
                 payload = trace_detail(
                     profile, found, max_spans=options.max_spans, ascii_only=options.ascii_only

@@ -69,6 +69,7 @@ from ..core.backend_load import summarize_loads
 from ..core.findings import DEFAULT_CONTEXT_WINDOWS, Finding, combined_projection
 from ..core.percentiles import percentile
 from ..core.profile import SpanProfile, TraceProfile
+from ..core.projection import RecordedSchedule
 from ..core.schema import trace_to_dict
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
 from .html import by_duration, select_trace
@@ -353,13 +354,17 @@ def encoded_trace(
     found: Sequence[Finding] | None,
     detail_trace_ids: Collection[str] | None,
     context_windows: Mapping[str, int],
+    *,
+    schedule: RecordedSchedule | None = None,
 ) -> Encoded:
     """The summary's document of one trace with its findings, as :func:`write_summary` writes it.
 
     For worker processes, where the findings are made: the document comes back as its bytes, which
-    the main process writes as they are.
+    the main process writes as they are. ``schedule``: the one the findings were made with (see
+    ``find_all``), so that their combined projection does not build it again.
     """
-    return Encoded(_encode(_trace_document(profile, found, detail_trace_ids, context_windows, encoded=True)))
+    document = _trace_document(profile, found, detail_trace_ids, context_windows, encoded=True, schedule=schedule)
+    return Encoded(_encode(document))
 
 
 def _trace_document(
@@ -369,6 +374,7 @@ def _trace_document(
     context_windows: Mapping[str, int],
     *,
     encoded: bool,
+    schedule: RecordedSchedule | None = None,
 ) -> dict[str, Any]:
     with_spans = detail_trace_ids is None or profile.trace_id in detail_trace_ids
     # Spans as structs only where msgspec encodes the documents: build_summary's callers get plain data.
@@ -379,7 +385,9 @@ def _trace_document(
     )
     document["findings"] = [f.to_dict() for f in found or ()]
     # Only where the findings were made: they need the span tree, which the others may have released.
-    document["combined_projection"] = combined_projection(profile, found).to_dict() if found is not None else None
+    document["combined_projection"] = (
+        combined_projection(profile, found, schedule=schedule).to_dict() if found is not None else None
+    )
     return document
 
 
