@@ -8,16 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from ..core.categories import CATEGORIES
-from ..core.fast_pickle import pickled_by_fields
 from ..core.findings import BY_KIND, KINDS, Finding, FindingKind, Grouping
 from ..core.findings.rests_on import ASSUMED_NO_RECORDED_FLOW, ESTIMATED_TIMING, MEASURED_TIMES, SHOWN_BY_THE_TRACE
 from ..core.genai import TokenUsage
 from ..core.percentiles import percentile
 from ..core.profile import CategoryStats, OperationStats, TraceProfile
-from ..core.split_traces import Counted, SplitLLMCall, TraceCalls, calls_of, cross_trace_totals, find_split_llm_calls
+from ..core.split_traces import (
+    CallFacts,
+    Counted,
+    SplitLLMCall,
+    TraceCalls,
+    calls_of,
+    cross_trace_totals,
+    find_split_llm_calls,
+)
 from ..core.units import format_duration, plural
 from .defaults import DEFAULT_TOP as DEFAULT_TOP, MANY_TRACES as MANY_TRACES, REPORT_MAX_LINES as REPORT_MAX_LINES
 from .text import (
@@ -67,7 +74,6 @@ class Totals(Counted, Protocol):
     def operations(self) -> Mapping[tuple[str, str], OperationStats]: ...
 
 
-@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class TraceTotals:
     """A trace's totals without its spans: what the summary of traces profiled elsewhere keeps of each."""
@@ -85,6 +91,51 @@ class TraceTotals:
     #: What finding LLM calls split into traces of their own reads.
     calls: TraceCalls
 
+    def __reduce__(self) -> tuple[Callable[..., TraceTotals], tuple[object, ...]]:
+        # Every worker sends one back for every trace. Its nested stats (about 50 objects a
+        # trace) go as tuples of plain values, which pickle writes and reads in C: reduced
+        # object by object they took 0.42 s to pickle and 0.25 s to read back for 4,400 traces,
+        # against 0.16 s and 0.17 s so.
+        return _totals_from_values, (
+            self.trace_id,
+            self.start_ns,
+            self.duration_ns,
+            self.span_count,
+            self.llm_calls,
+            _usage_values(self.tokens),
+            self.cost_usd,
+            self.critical_path_ns,
+            [
+                (name, stats.count, stats.duration_ns, stats.self_time_ns, stats.critical_path_ns)
+                for name, stats in self.categories.items()
+            ],
+            [
+                (
+                    op.category,
+                    op.operation,
+                    op.count,
+                    op.duration_ns,
+                    op.self_time_ns,
+                    op.critical_path_ns,
+                    *_usage_values(op.tokens),
+                )
+                for op in self.operations.values()
+            ],
+            self.calls.llm_only,
+            [
+                (
+                    call.span_id,
+                    call.model,
+                    call.cost_usd,
+                    call.start_ns,
+                    call.end_ns,
+                    call.process,
+                    *_usage_values(call.tokens),
+                )
+                for call in self.calls.calls
+            ],
+        )
+
     @classmethod
     def of(cls, profile: TraceProfile) -> TraceTotals:
         return cls(
@@ -100,6 +151,52 @@ class TraceTotals:
             profile.operations,
             calls_of(profile),
         )
+
+
+def _usage_values(usage: TokenUsage) -> tuple[int, int, int, int]:
+    return usage.input, usage.output, usage.cached_input, usage.reasoning
+
+
+def _totals_from_values(
+    trace_id: str,
+    start_ns: int,
+    duration_ns: int,
+    span_count: int,
+    llm_calls: int,
+    tokens: tuple[int, int, int, int],
+    cost_usd: float | None,
+    critical_path_ns: int,
+    categories: list[tuple[str, int, int, int, int]],
+    operations: list[tuple[Any, ...]],
+    llm_only: bool,
+    calls: list[tuple[Any, ...]],
+) -> TraceTotals:
+    """A ``TraceTotals`` again from what its ``__reduce__`` gave."""
+    return TraceTotals(
+        trace_id,
+        start_ns,
+        duration_ns,
+        span_count,
+        llm_calls,
+        TokenUsage(*tokens),
+        cost_usd,
+        critical_path_ns,
+        {name: CategoryStats(*values) for name, *values in categories},
+        {
+            (category, operation): OperationStats(
+                category, operation, count, duration, self_time, critical, TokenUsage(*usage)
+            )
+            for category, operation, count, duration, self_time, critical, *usage in operations
+        },
+        TraceCalls(
+            trace_id,
+            llm_only,
+            tuple(
+                CallFacts(span_id, model, TokenUsage(*usage), cost, start, end, process)
+                for span_id, model, cost, start, end, process, *usage in calls
+            ),
+        ),
+    )
 
 
 def split_calls_note(splits: Sequence[SplitLLMCall]) -> str | None:

@@ -214,3 +214,25 @@ def test_a_name_longer_than_the_single_traces_column_is_cut_there(
     report = _analyze(capsys, str(path))
     table = report.split("Top operations across traces by critical-path time\n")[1].split("\n  (median")[0]
     assert f"  {long_name[:23]}… tool" in table, table
+
+
+def test_trace_totals_survive_pickling_as_workers_send_them() -> None:
+    import pickle
+
+    from otel_agent_profiler.adapters.otlp_json import records_from_otlp
+    from otel_agent_profiler.core.analyze import profile_records
+    from otel_agent_profiler.report.cross_trace import TraceTotals
+
+    spans = [span for run in generate_runs(6, seed=11) for span in run]
+    problems: list[str] = []
+    profiles = profile_records(records_from_otlp(otlp_document(spans), problems))
+    assert not problems
+    totals = [TraceTotals.of(profile) for profile in profiles]
+    assert any(total.calls.calls for total in totals) and any(total.operations for total in totals)
+    copied = pickle.loads(pickle.dumps(totals, protocol=pickle.HIGHEST_PROTOCOL))
+    assert copied == totals
+    assert all(type(total) is TraceTotals for total in copied)
+    # Nested values come back as their own classes, not as the tuples they travelled as.
+    first = copied[0]
+    assert type(first.tokens) is type(totals[0].tokens)
+    assert {type(stats) for stats in first.operations.values()} == {type(s) for s in totals[0].operations.values()}
