@@ -13,8 +13,9 @@ Compared, alternating, each run in a fresh process:
 * profiled: the same ``BatchSpanProcessor`` behind ``AgentProfilerSpanProcessor`` with its defaults,
   the profile metrics going to an SDK ``MeterProvider`` whose periodic reader exports them over
   OTLP/gRPC to the same collector (flushed once at the end of the run, inside the timing);
-* profiled with metrics off, and profiled with enriched spans off (``--variants all``): where the
-  metrics' share and the added attributes' share (building the copies, encoding them) show.
+* profiled with metrics off, profiled with enriched spans off, and profiled with both off
+  (``--variants all``): where the metrics' share and the added attributes' share (building the
+  copies, encoding them) show, and what the analysis and the hand-over cost alone.
 
 ``--before DIR`` also runs the profiled variants with the package of another checkout (an earlier
 commit, say from ``git worktree add``), alternating with the rest: before and after are then
@@ -49,11 +50,13 @@ BARE = "bare"
 PROFILED = "profiled"
 NO_METRICS = "profiled-no-metrics"
 NO_ENRICH = "profiled-no-enrich"
+ANALYSIS_ONLY = "profiled-no-metrics-no-enrich"
 LABELS = {
     BARE: "bare SDK pipeline (BatchSpanProcessor -> OTLP/gRPC)",
     PROFILED: "profiled (defaults: enriched spans and metrics)",
     NO_METRICS: "profiled, metrics off",
     NO_ENRICH: "profiled, enriched spans off",
+    ANALYSIS_ONLY: "profiled, metrics and enriched spans off",
 }
 BEFORE = " (before)"
 GOAL_PROCESS_EXTRA = 0.6
@@ -204,8 +207,8 @@ def _run(variant: str, endpoint: str, spans: int) -> dict[str, Any]:
         profiler = AgentProfilerSpanProcessor(
             downstream=[batch],
             meter_provider=meter_provider,
-            metrics_enabled=variant != NO_METRICS,
-            enrich_spans=variant != NO_ENRICH,
+            metrics_enabled=variant not in (NO_METRICS, ANALYSIS_ONLY),
+            enrich_spans=variant not in (NO_ENRICH, ANALYSIS_ONLY),
         )
         provider.add_span_processor(profiler)
     tracer = provider.get_tracer("bench_live_realistic")
@@ -306,7 +309,7 @@ def main() -> int:
         "--variants",
         choices=("default", "all"),
         default="default",
-        help="bare and profiled (default), or also profiled with metrics off and with enriched spans off (all)",
+        help="bare and profiled (default), or also profiled with metrics off, enriched spans off, and both off (all)",
     )
     parser.add_argument(
         "--before",
@@ -324,7 +327,7 @@ def main() -> int:
     if args.before is not None and not (args.before / "otel_agent_profiler").is_dir():
         parser.error(f"--before: no otel_agent_profiler package in {args.before}")
     here = Path(__file__).resolve().parent.parent
-    profiled = [PROFILED] + ([NO_METRICS, NO_ENRICH] if args.variants == "all" else [])
+    profiled = [PROFILED] + ([NO_METRICS, NO_ENRICH, ANALYSIS_ONLY] if args.variants == "all" else [])
     # (label, variant, where the package comes from)
     plan = [(BARE, BARE, here)] + [(variant, variant, here) for variant in profiled]
     if args.before is not None:

@@ -99,9 +99,9 @@ def test_live_realistic_benchmark_prints_process_and_application_thread_ratios_t
     out = bench("bench_live_realistic.py", "--spans", "1200", "--repeat", "1", "--variants", "all")
     assert "1,200 spans per run (100 agent traces of 12 spans), exported over OTLP/gRPC to rotel" in out, out
     figures = r" +[\d.]+ / +[\d.]+ us/span -> [+-]\d+\.\d\dx / [+-]\d+\.\d\dx extra \(goal <= \+{}x\)$"
-    # Three profiled variants (defaults, metrics off, enriched spans off), each against the bare pipeline.
-    assert len(re.findall("process CPU" + figures.format(r"0\.60"), out, re.M)) == 3, out
-    assert len(re.findall("application thread" + figures.format(r"0\.10"), out, re.M)) == 3, out
+    # Four profiled variants (defaults, metrics off, enriched spans off, both off), each against the bare pipeline.
+    assert len(re.findall("process CPU" + figures.format(r"0\.60"), out, re.M)) == 4, out
+    assert len(re.findall("application thread" + figures.format(r"0\.10"), out, re.M)) == 4, out
 
 
 @pytest.mark.e2e
