@@ -35,7 +35,7 @@ from ..report.json_stream import Encoded, pretty
 from ..report.span_json import trace_document
 from .loading import PROFILING, LoadProgress
 from .options import AnalyzeOptions
-from .shards import Partitioned, hold, partition, profiles_of_shard, shard_of
+from .shards import Partitioned, hold, partition, profiles_of_shard
 from .workers import map_in_order, workers_for
 
 #: Shards of traces held in memory: enough per worker that the workers finish together.
@@ -105,7 +105,7 @@ class ShardedAnalysis:
         parted = self.parted
         by_shard: dict[int, set[str]] = {}
         for trace_id in trace_ids:
-            by_shard.setdefault(shard_of(trace_id, parted.shards), set()).add(trace_id)
+            by_shard.setdefault(parted.shard_holding(trace_id), set()).add(trace_id)
         found: dict[str, TraceProfile] = {}
         for number, wanted in by_shard.items():
             profiles, _ = profiles_of_shard(parted, number, prices=self.prices, only=wanted)

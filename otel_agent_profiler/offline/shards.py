@@ -73,6 +73,14 @@ class Partitioned:
     spans: int = 0
     #: Each shard's traces (their records by trace id), when the shards are held in memory.
     held: list[dict[str, list[SpanRecord]]] | None = None
+    #: The shard of each trace held in memory (``hold`` places them in order read, not by hash).
+    held_shard_of: dict[str, int] | None = None
+
+    def shard_holding(self, trace_id: str) -> int:
+        """The shard that holds ``trace_id``'s spans."""
+        if self.held_shard_of is not None:
+            return self.held_shard_of[trace_id]
+        return shard_of(trace_id, self.shards)
 
     def shard_path(self, index: int) -> Path:
         return self.directory / f"shard-{index:04d}.pickle"
@@ -152,20 +160,26 @@ def partition(
 
 
 def hold(trace_files: Sequence[TraceFile], error_lines: list[str], shards: int) -> Partitioned:
-    """Trace files already read, in ``shards`` shards held in memory: each trace whole in the shard
-    its id hashes to, as ``partition`` would write it, so the shards can be profiled as on disk
-    (by forked workers, with only each trace's totals and findings kept of its profile)."""
+    """Trace files already read, in ``shards`` shards held in memory: each trace whole in one shard,
+    so the shards can be profiled as on disk (by forked workers, with only each trace's totals and
+    findings kept of its profile).
+
+    Each shard holds traces read one after another, about as many spans in each, not the traces
+    whose ids hash to it: records lie in memory in the order they were read, and a forked worker
+    copies every page of them it touches. Shards of traces by hash would have each worker touch,
+    and copy, nearly every page; shards of neighbouring traces have each page copied about once.
+    """
+    groups = group_by_trace(r for file in trace_files for r in file.records)
+    spans = sum(len(file.records) for file in trace_files)
     held: list[dict[str, list[SpanRecord]]] = [{} for _ in range(shards)]
-    for trace_id, records in group_by_trace(r for file in trace_files for r in file.records).items():
-        held[shard_of(trace_id, shards)][trace_id] = records
-    return Partitioned(
-        Path(),
-        shards,
-        files_read(trace_files),
-        error_lines,
-        sum(len(file.records) for file in trace_files),
-        held,
-    )
+    shard_of_trace: dict[str, int] = {}
+    before = 0  # spans of the traces placed so far
+    for trace_id, records in groups.items():
+        shard = before * shards // spans
+        held[shard][trace_id] = records
+        shard_of_trace[trace_id] = shard
+        before += len(records)
+    return Partitioned(Path(), shards, files_read(trace_files), error_lines, spans, held, shard_of_trace)
 
 
 def _read_into(path: str, writer: _ShardWriter, progress: LoadProgress) -> tuple[TraceFile, int]:
