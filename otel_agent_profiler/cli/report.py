@@ -97,8 +97,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, options: FindingOptions) -> int:
-    from itertools import chain
-
     from ..core.findings import find_all
     from ..core.projection import RecordedSchedule
     from ..errors import CannotAnalyse
@@ -133,6 +131,7 @@ def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, op
         workers = workers_for(args.workers, sum(profile.span_count for profile in wanted))
         findings: dict[str, list[Finding]] = {}
         encoded_traces: dict[str, bytes] = {}
+        progress.start("finding", len(wanted))
 
         # With the summary JSON, each trace's document is encoded where its findings are made: the
         # main process writes the bytes, and gets back only the findings the page and budgets read.
@@ -146,22 +145,16 @@ def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, op
             encoded = encoded_trace(profile, found, detail_ids, options.context_windows, schedule=schedule)
             return (found if profile.trace_id in detail_ids else _kept_for_the_table(found)), encoded
 
-        results = map_in_order(work, len(wanted), workers)
-        # The workers make the findings while this process computes the statistics, which need
-        # none of them. The first result starts the workers: they fork before the statistics
-        # import pandas (whose threads would keep them from forking).
-        first = next(results)
+        for profile, (profile_findings, encoded) in zip(wanted, map_in_order(work, len(wanted), workers), strict=True):
+            findings[profile.trace_id] = profile_findings
+            if encoded is not None:
+                encoded_traces[profile.trace_id] = encoded
+            progress.advance()
         progress.start("statistics", 1)
         statistics = cross_run_statistics(
             profiles, spike_threshold=args.spike_threshold, charts_only=not args.summary_json
         )
         progress.advance()
-        progress.start("finding", len(wanted))
-        for profile, (profile_findings, encoded) in zip(wanted, chain([first], results), strict=True):
-            findings[profile.trace_id] = profile_findings
-            if encoded is not None:
-                encoded_traces[profile.trace_id] = encoded
-            progress.advance()
         progress.start("writing", 1)
         name = arguments.single_file_name(inputs.files)
         title = f"Agent trace profile: {name}" if name else "Agent trace profile"
