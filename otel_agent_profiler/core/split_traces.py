@@ -77,9 +77,13 @@ class TraceCalls:
     calls: tuple[CallFacts, ...]
 
 
+def _llm_only(profile: TraceProfile) -> bool:
+    return bool(profile.spans) and all(span.category == LLM for span in profile.spans)
+
+
 def calls_of(profile: TraceProfile) -> TraceCalls:
     """The facts about ``profile`` that finding split calls needs."""
-    llm_only = bool(profile.spans) and all(span.category == LLM for span in profile.spans)
+    llm_only = _llm_only(profile)
     calls = tuple(
         CallFacts(
             span.span_id,
@@ -116,6 +120,10 @@ def find_split_llm_calls(traces: Iterable[TraceProfile | TraceCalls]) -> list[Sp
     agent's call is matched at most once (the one overlapping most, then starting nearest).
     ``traces`` are profiles, or what ``calls_of`` keeps of them.
     """
+    traces = list(traces)
+    # Most inputs hold no LLM-only trace: then no call is split, and no trace's calls need listing.
+    if not any(trace.llm_only if isinstance(trace, TraceCalls) else _llm_only(trace) for trace in traces):
+        return []
     facts = [trace if isinstance(trace, TraceCalls) else calls_of(trace) for trace in traces]
     llm_only = [trace for trace in facts if trace.llm_only]
     if not llm_only or len(llm_only) == len(facts):
