@@ -109,7 +109,12 @@ def walk_critical_path(root: SpanProfile) -> None:
         frame.next_index = index
         child.on_critical_path = True
         child_candidates = _eligible_children(child, child_start, child_end) if child.children else _NO_CANDIDATES
-        stack.append(_Frame(child, child_start, child_end, child_candidates))
+        if child_candidates:
+            stack.append(_Frame(child, child_start, child_end, child_candidates))
+        else:
+            # Nothing below the child to walk (most spans are leaves): its whole interval is its own,
+            # as its frame would find, without making one.
+            child.critical_path_ns += child_end - child_start
 
 
 def assign_critical_path(roots: Iterable[SpanProfile]) -> None:
