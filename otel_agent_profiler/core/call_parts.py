@@ -68,15 +68,18 @@ def is_http_client_span(span: SpanProfile) -> bool:
 
 def mark_transport_spans(spans: list[SpanProfile]) -> None:
     """Make the HTTP client spans below an LLM or embedding call, or its request beside it, part of that call."""
+    requests: list[SpanProfile] = []
     # Depth first: a span's parent is marked before it, so a chain of HTTP spans follows its call down.
     for span in spans:
-        parent = span.parent
-        if parent is None or parent.category not in _CALL_CATEGORIES or not is_http_client_span(span):
+        if not is_http_client_span(span):
             continue
-        # The parent is the call's own span, a copy of it, or an HTTP span already made part of it.
-        call = parent.same_call_as or parent
-        _make_part_of(span, call)
-    _mark_requests_beside_their_calls(spans)
+        requests.append(span)
+        parent = span.parent
+        if parent is not None and parent.category in _CALL_CATEGORIES:
+            # The parent is the call's own span, a copy of it, or an HTTP span already made part of it.
+            _make_part_of(span, parent.same_call_as or parent)
+    if requests:
+        _mark_requests_beside_their_calls(spans, requests)
 
 
 def _make_part_of(span: SpanProfile, call: SpanProfile) -> None:
@@ -88,18 +91,22 @@ def _make_part_of(span: SpanProfile, call: SpanProfile) -> None:
     span.same_call_as = call
 
 
-def _mark_requests_beside_their_calls(spans: list[SpanProfile]) -> None:
-    """Make an HTTP request to a model API that is not below its call part of the one call running around it."""
-    requests = [span for span in spans if is_http_client_span(span)]
-    if not requests:
-        return
-    calls = [span for span in spans if span.category in _CALL_CATEGORIES and not is_http_client_span(span)]
+def _mark_requests_beside_their_calls(spans: list[SpanProfile], requests: list[SpanProfile]) -> None:
+    """Make an HTTP request to a model API that is not below its call part of the one call running around it.
+
+    ``requests`` are the HTTP client spans among ``spans``, in their order.
+    """
     with_request = {id(span.same_call_as) for span in requests if span.same_call_as is not None}
+    # Listed when a request first needs them: most requests are below their calls, and most traces have
+    # no request beside one.
+    calls: list[SpanProfile] | None = None
     for span in requests:
         # A request's category may already say llm: the live profiler recorded it on the span (an
         # export it enriched, analysed again), and the recorded category attribute is taken as it is.
         if span.same_call_as is not None or span.children or not _asks_a_model(span):
             continue
+        if calls is None:
+            calls = [c for c in spans if c.category in _CALL_CATEGORIES and not is_http_client_span(c)]
         # The calls around the request, each counted once however many copies of it cover the request.
         around = {
             id(call): call
