@@ -115,6 +115,10 @@ def mark_side_by_side_duplicates(spans: list[SpanProfile]) -> None:
     candidates = [s for s in spans if s.category == LLM and s.counted and s.model is not None and s.record.scope]
     if len(candidates) < 2:
         return
+    # Only spans of different scopes are paired: with one instrumentation (most traces) there is nothing to sweep.
+    first_scope = candidates[0].record.scope
+    if all(s.record.scope == first_scope for s in candidates):
+        return
     pairs = _overlapping_pairs(candidates)
     if not pairs:
         return
