@@ -263,13 +263,14 @@ def time_to_first_token_ns(
         if first is not None:
             requested = end_ns if end_ns is not None and start_ns < end_ns < first else start_ns
             return max(0, first - requested)
+    # Most spans record none of these: an absent key is skipped rather than converted.
     for key in _TTFC_SECONDS_KEYS:
-        nanoseconds = seconds_as_ns(attributes.get(key))
-        if nanoseconds is not None:
+        value = attributes.get(key)
+        if value is not None and (nanoseconds := seconds_as_ns(value)) is not None:
             return nanoseconds
     for key in _TTFT_MILLISECONDS_KEYS:
-        nanoseconds = seconds_as_ns(attributes.get(key))
-        if nanoseconds is not None:
+        value = attributes.get(key)
+        if value is not None and (nanoseconds := seconds_as_ns(value)) is not None:
             return nanoseconds // 1000
     return None
 
