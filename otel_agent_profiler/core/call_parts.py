@@ -54,11 +54,15 @@ _MODEL_API_PATHS = ("/chat/completions", "/completions", "/embeddings", "/respon
 _URL_KEYS = ("url.full", "http.url", "url.path", "http.target")
 _WRAPPER_CATEGORIES = (AGENT, INTERNAL)
 
+# An enum member read as a module global: ``SpanKind.X`` goes through the enum's class each time, several
+# times slower, and this is read for every span.
+_CLIENT = SpanKind.CLIENT
+
 
 def is_http_client_span(span: SpanProfile) -> bool:
     """Whether a span is an HTTP client instrumentation's record of one request."""
     record = span.record
-    if record.kind is not SpanKind.CLIENT:
+    if record.kind is not _CLIENT:
         return False
     attributes = record.attributes
     # The current HTTP conventions' method attribute and the older one. Two lookups rather than

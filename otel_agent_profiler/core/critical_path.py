@@ -48,9 +48,14 @@ class _Frame:
 
 _NO_CANDIDATES: list[_Candidate] = []
 
+# An enum member read as a module global: ``SpanKind.X`` goes through the enum's class each time, several
+# times slower, and these are read for every span with children.
+_PRODUCER = SpanKind.PRODUCER
+_CONSUMER = SpanKind.CONSUMER
+
 
 def _eligible_children(span: SpanProfile, start: int, end: int) -> list[_Candidate]:
-    producer = span.record.kind is SpanKind.PRODUCER
+    producer = span.record.kind is _PRODUCER
     eligible: list[_Candidate] = []
     for child in span.children:
         child_start, child_end = child.start_ns, child.end_ns
@@ -58,7 +63,7 @@ def _eligible_children(span: SpanProfile, start: int, end: int) -> list[_Candida
         if child_start >= end or child_end <= start:
             continue
         # A producer does not wait for the consumer of its message.
-        if producer and child.record.kind is SpanKind.CONSUMER:
+        if producer and child.record.kind is _CONSUMER:
             continue
         eligible.append(
             (
