@@ -157,6 +157,8 @@ def adopt_wrapped_calls(spans: list[SpanProfile]) -> list[SpanProfile]:
 
     Returns ``spans`` itself when nothing moved.
     """
+    if not _has_possible_wrapper(spans):
+        return spans
     holders = _holders_of_calls(spans)
     if not holders:
         return spans
@@ -191,6 +193,18 @@ def adopt_wrapped_calls(spans: list[SpanProfile]) -> list[SpanProfile]:
             wrapper.same_call_as = call
             moved = True
     return depth_first(spans) if moved else spans
+
+
+def _has_possible_wrapper(spans: list[SpanProfile]) -> bool:
+    """Whether some childless agent or internal span has a sibling: most traces have none, and this
+    costs far less than finding the holders of calls."""
+    for span in spans:
+        if span.children or span.category not in _WRAPPER_CATEGORIES:
+            continue
+        parent = span.parent
+        if parent is not None and len(parent.children) > 1:
+            return True
+    return False
 
 
 def _only_wrapped_sibling(
