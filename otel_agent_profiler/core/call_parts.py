@@ -288,6 +288,9 @@ def link_parts_to_calls(spans: list[SpanProfile]) -> None:
 def _time_to_first_token_from_request(call: SpanProfile, group: list[SpanProfile]) -> None:
     first_token: int | None = None
     for span in group:
+        # A span with no events and no time to first token saw none (most spans of most calls).
+        if not span.record.events and span.time_to_first_token_ns is None:
+            continue
         seen = first_token_ns(span)
         if seen is not None and (first_token is None or seen < first_token):
             first_token = seen
