@@ -191,11 +191,17 @@ def _order(nodes: dict[str, SpanProfile]) -> list[SpanProfile]:
         node = stack.pop()
         ordered.append(node)
         children = node.children
-        if children:
-            if len(children) > 1:
-                children.sort(key=_sort_key)
-            depth = node.depth + 1
-            for child in children:
-                child.depth = depth
-            stack.extend(reversed(children))
+        if not children:
+            continue
+        depth = node.depth + 1
+        # An only child (a call's request, a tool's query) is common enough to skip the sort and the loop.
+        if len(children) == 1:
+            child = children[0]
+            child.depth = depth
+            stack.append(child)
+            continue
+        children.sort(key=_sort_key)
+        for child in children:
+            child.depth = depth
+        stack.extend(reversed(children))
     return ordered
