@@ -114,12 +114,20 @@ def walk_critical_path(root: SpanProfile) -> None:
         frame.next_index = index
         child.on_critical_path = True
         child_candidates = _eligible_children(child, child_start, child_end) if child.children else _NO_CANDIDATES
-        if child_candidates:
-            stack.append(_Frame(child, child_start, child_end, child_candidates))
-        else:
+        if not child_candidates:
             # Nothing below the child to walk (most spans are leaves): its whole interval is its own,
             # as its frame would find, without making one.
             child.critical_path_ns += child_end - child_start
+        elif len(child_candidates) == 1 and not child_candidates[0][3].children:
+            # One leaf below it (a call's request, a tool's query: most spans with children). Its frame
+            # would take the leaf, which ends by the child's end and starts after its start, and credit
+            # the child the time after and before it, with no time waiting: done here without the frame.
+            negated_leaf_end, leaf_start, _, leaf = child_candidates[0]
+            leaf.on_critical_path = True
+            leaf.critical_path_ns += -negated_leaf_end - leaf_start
+            child.critical_path_ns += (child_end + negated_leaf_end) + (leaf_start - child_start)
+        else:
+            stack.append(_Frame(child, child_start, child_end, child_candidates))
 
 
 def assign_critical_path(roots: Iterable[SpanProfile]) -> None:
