@@ -194,6 +194,9 @@ def operation_of(category: str, name: str, attributes: Mapping[str, AttributeVal
         if found is None and name.startswith("execute_tool "):
             found = name[len("execute_tool ") :]
         operation = without_run_ids(found or name)
+        # Most tool names end in no method: one call tells, not one per suffix.
+        if not operation.endswith(_TOOL_METHOD_SUFFIXES):
+            return operation
         for suffix in _TOOL_METHOD_SUFFIXES:
             if operation.endswith(suffix) and len(operation) > len(suffix):
                 return operation[: -len(suffix)]
