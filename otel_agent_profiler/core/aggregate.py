@@ -58,6 +58,8 @@ def mark_nested_tool_duplicates(spans: list[SpanProfile]) -> None:
         if span.operation in MERGED_TOOLS:
             span.counted = False
             continue
+        if len(span.children) != 1:
+            continue  # no chain goes down from here (most tool spans): nothing to mark
         parent = span.parent
         if parent is not None and parent.category == TOOL and _single_same_tool_child(parent) is span:
             continue
