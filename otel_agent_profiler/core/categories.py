@@ -69,6 +69,24 @@ _ONE_ATTRIBUTE_CONVENTIONS: tuple[tuple[str, Mapping[str, str], Callable[[str], 
 )
 
 
+#: Every attribute key the rules after the GenAI operation name read (``_mentions_memory`` reads any
+#: key, but only of a database span): a span with none of them is internal, unless its name alone decides.
+#: A new rule's keys belong here (tests/core/test_categories.py checks).
+_LATER_RULE_KEYS = frozenset(
+    {
+        *(key for key, _, _ in _ONE_ATTRIBUTE_CONVENTIONS),
+        "gen_ai.request.model",
+        "gcp.vertex.agent.llm_request",
+        "mcp.method.name",
+        "haystack.tool.name",
+        "db.system",
+        "db.system.name",
+    }
+)
+#: The span names those rules decide a category by without any attribute.
+_NAMED_BY_NAME_ALONE = frozenset({"haystack.agent.run"})
+
+
 def classify(name: str, attributes: Mapping[str, AttributeValue]) -> str:
     """Return the category of a span from its name and attributes."""
     override = attributes.get(CATEGORY_OVERRIDE_ATTRIBUTE)
@@ -82,6 +100,11 @@ def classify(name: str, attributes: Mapping[str, AttributeValue]) -> str:
             return category
         if operation.endswith("_memory"):
             return MEMORY
+
+    # Most other spans (HTTP requests, a framework's own steps) carry none of the keys the rules below
+    # read: one set check answers for them instead of each rule in turn.
+    if attributes.keys().isdisjoint(_LATER_RULE_KEYS) and name not in _NAMED_BY_NAME_ALONE:
+        return INTERNAL
 
     for key, categories, normalized in _ONE_ATTRIBUTE_CONVENTIONS:
         value = attributes.get(key)

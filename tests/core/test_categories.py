@@ -13,9 +13,12 @@ The rules are checked in a fixed order and the first match wins:
 
 from __future__ import annotations
 
+import ast
+import inspect
+
 import pytest
 
-from otel_agent_profiler.core import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE, classify
+from otel_agent_profiler.core import CATEGORIES, CATEGORY_OVERRIDE_ATTRIBUTE, categories, classify
 from tests.support.span_builders import by_name, profile, span
 
 OVERRIDE = CATEGORY_OVERRIDE_ATTRIBUTE
@@ -212,3 +215,52 @@ def test_every_span_of_a_profile_gets_its_category() -> None:
         "memory": 1,
         "internal": 1,
     }
+
+
+def _classify_reads() -> tuple[set[str], set[str]]:
+    """The attribute keys ``classify`` reads by name, and the span names it compares with."""
+    tree = ast.parse(inspect.getsource(categories.classify))
+    keys: set[str] = set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            if node.args and isinstance(node.args[0], ast.Constant):
+                keys.add(node.args[0].value)
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant):
+            if any(isinstance(op, ast.In) for op in node.ops):
+                keys.add(node.left.value)
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "name":
+            names.update(c.value for c in node.comparators if isinstance(c, ast.Constant))
+    return keys, names
+
+
+def test_the_shortcut_to_internal_knows_every_key_and_name_the_rules_read() -> None:
+    # classify answers "internal" at once for a span with none of _LATER_RULE_KEYS whose name is not in
+    # _NAMED_BY_NAME_ALONE: a rule reading another key, or deciding by a name alone, must be added there.
+    keys, names = _classify_reads()
+    read_before_the_shortcut = {CATEGORY_OVERRIDE_ATTRIBUTE, "gen_ai.operation.name"}
+    assert keys - read_before_the_shortcut <= categories._LATER_RULE_KEYS
+    assert {key for key, _, _ in categories._ONE_ATTRIBUTE_CONVENTIONS} <= categories._LATER_RULE_KEYS
+    # Of these, only haystack.agent.run needs no attribute; a new name here must be looked at.
+    assert names == {"call_llm", "haystack.agent.run", "haystack.agent.step.tool"}
+    named_alone = categories._NAMED_BY_NAME_ALONE
+    assert named_alone == {"haystack.agent.run"}
+
+
+@pytest.mark.parametrize("key", sorted(categories._LATER_RULE_KEYS))
+@pytest.mark.parametrize("name", ["span", "call_llm", "haystack.agent.step.tool", "memory"])
+def test_the_shortcut_gives_what_the_rules_give(key: str, name: str) -> None:
+    # With a rule key present the rules decide; without, the shortcut: both must agree with the rules'
+    # answer for a span carrying only unrelated keys.
+    for value in ("LLM", "tool", "chat", "tools/call", "postgresql", "agent_memory", 1):
+        attributes = {key: value, "http.request.method": "POST"}
+        expected = _rules_only(name, attributes)
+        assert classify(name, attributes) == expected
+    assert classify(name, {"http.request.method": "POST"}) == _rules_only(name, {"http.request.method": "POST"})
+
+
+def _rules_only(name: str, attributes: dict[str, object]) -> str:
+    # classify with the shortcut made never to apply: a key it looks for is added with a value no rule
+    # takes (no convention's table holds it, it is no MCP tool call, and it says nothing of memory).
+    probe = "mcp.method.name" if "mcp.method.name" not in attributes else "openinference.span.kind"
+    return classify(name, {**attributes, probe: "-"})
