@@ -20,13 +20,15 @@ def mark_nested_llm_duplicates(spans: list[SpanProfile]) -> None:
     ``counted = False`` and ``same_call_as`` the counted one.
     """
     for span in spans:
-        if span.category != LLM or _is_chain_link_below(span):
+        if span.category != LLM:
             continue
-        chain = [span]
+        # Most LLM spans have no LLM child of their model: asked first, that spares the look at the parent.
+        child = _single_same_model_llm_child(span)
+        if child is None or _is_chain_link_below(span):
+            continue
+        chain = [span, child]
         while (child := _single_same_model_llm_child(chain[-1])) is not None:
             chain.append(child)
-        if len(chain) == 1:
-            continue
         # max() keeps the first of equals: reversed, that is the deepest.
         keep = max(reversed(chain), key=usage_completeness)
         for link in chain:
