@@ -37,6 +37,8 @@ _REASONING_TOKEN_KEYS = (
     "gen_ai.usage.details.reasoning_tokens",
     "llm.token_count.completion_details.reasoning",
 )
+#: Every spelling of the cached input and reasoning counts.
+_DETAIL_TOKEN_KEYS = frozenset(_CACHED_INPUT_TOKEN_KEYS + _REASONING_TOKEN_KEYS)
 _STREAMING_KEYS = ("gen_ai.is_streaming", "llm.is_streaming", "gen_ai.request.stream")
 # Seconds, as span attributes: the GenAI convention's attribute, and the name of its metric,
 # which pydantic-ai writes on the span as well.
@@ -226,18 +228,26 @@ def token_usage_of(attributes: Mapping[str, AttributeValue], unusable: list[str]
     ):
         # Cached and reasoning counts have several spellings, and a span may carry the input and output
         # counts in one convention and the details in another: every spelling is read, whichever others are present.
-        cached = _first_int(attributes, _CACHED_INPUT_TOKEN_KEYS, unusable)
-        reasoning = _first_int(attributes, _REASONING_TOKEN_KEYS, unusable)
+        cached, reasoning = _cached_and_reasoning(attributes, unusable)
         if not (input_tokens or output_tokens or cached or reasoning):
             return None
         return TokenUsage(input_tokens, output_tokens, cached, reasoning)
     input_tokens = _first_int(attributes, _INPUT_TOKEN_KEYS, unusable)
     output_tokens = _first_int(attributes, _OUTPUT_TOKEN_KEYS, unusable)
-    cached = _first_int(attributes, _CACHED_INPUT_TOKEN_KEYS, unusable)
-    reasoning = _first_int(attributes, _REASONING_TOKEN_KEYS, unusable)
+    cached, reasoning = _cached_and_reasoning(attributes, unusable)
     if not (input_tokens or output_tokens or cached or reasoning):
         return None
     return TokenUsage(input_tokens, output_tokens, cached, reasoning)
+
+
+def _cached_and_reasoning(attributes: Mapping[str, AttributeValue], unusable: list[str] | None) -> tuple[int, int]:
+    # Most spans carry no spelling of either count, which one set check tells.
+    if attributes.keys().isdisjoint(_DETAIL_TOKEN_KEYS):
+        return 0, 0
+    return (
+        _first_int(attributes, _CACHED_INPUT_TOKEN_KEYS, unusable),
+        _first_int(attributes, _REASONING_TOKEN_KEYS, unusable),
+    )
 
 
 def is_streaming(attributes: Mapping[str, AttributeValue]) -> bool:
