@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -287,6 +288,8 @@ def looks_like_json_lines(path: str | Path) -> bool:
 
 
 _SCAN_CHUNK = 1 << 20
+#: A byte that ``bytes.strip()`` keeps: content rather than ASCII whitespace.
+_CONTENT = re.compile(rb"[^ \t\n\r\x0b\x0c]")
 
 
 def _has_second_line(stream: BinaryIO) -> bool:
@@ -298,8 +301,9 @@ def _has_second_line(stream: BinaryIO) -> bool:
         start = 0
         while True:
             end = chunk.find(b"\n", start)
-            piece = chunk[start:] if end < 0 else chunk[start:end]
-            if piece.strip():
+            # Within the first line, once it has content, the rest of it cannot change the answer:
+            # a one-line document is scanned for newlines only, with no copy of its pieces.
+            if (first_ended or not in_content) and _CONTENT.search(chunk, start, len(chunk) if end < 0 else end):
                 if first_ended:
                     return True
                 in_content = True

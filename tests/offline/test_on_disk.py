@@ -133,6 +133,7 @@ def test_json_lines_are_told_from_one_document_at_any_chunk_boundary(
         "one document": (line, False),
         "one document and a newline": (line + "\n\n  \n", False),
         "blank lines first": ("\n \n" + line + "\n", False),
+        "blank lines of every ASCII whitespace": (line + "\r\n\t\x0b\x0c\r\n \n", False),
         "two lines": (line + "\n" + line + "\n", True),
         "two lines, blank between": (line + "\n\n \n" + line, True),
         "two lines, not OTLP": ('{"a": 1}\n{"b": 2}\n', False),
