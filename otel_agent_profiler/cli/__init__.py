@@ -106,6 +106,9 @@ def console_main() -> NoReturn:
     if args.command not in _ENDS_WHEN_DONE:
         sys.exit(_run(args))
     gc.disable()
+    from . import process_end
+
+    process_end.hold_until_exit()
     code = _run(args)
     for stream in (sys.stdout, sys.stderr):
         # A reader gone away, or a stream closed: nothing more can reach it.

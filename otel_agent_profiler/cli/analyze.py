@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import CannotAnalyse
     from ..offline.analysis import analyze_inputs
     from ..offline.on_disk import ShardedAnalysis
-    from . import analyze_sharded
+    from . import analyze_sharded, process_end
 
     inputs = sources.offline_inputs(args)
     context_windows = arguments.context_windows_of(args) if inputs is not None else None
@@ -208,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
         with analyze_inputs(
             inputs, options, progress=progress, on_error_line=error, on_note=sources.print_note
         ) as done:
+            process_end.keep(done)
             if isinstance(done, ShardedAnalysis):
                 written, over_budget = analyze_sharded.write_report(done, options, args.output)
                 complete = not done.error_lines

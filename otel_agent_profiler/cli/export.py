@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from . import arguments, sources
+from . import arguments, process_end, sources
 from .arguments import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, PROG, error, write_output, write_streamed
 
 if TYPE_CHECKING:
@@ -84,6 +84,7 @@ def _run(args: argparse.Namespace, inputs: OfflineInputs) -> int:
 
     try:
         loaded = load_inputs(inputs, on_error_line=error, on_note=sources.print_note)
+        process_end.keep(loaded)
     except CannotAnalyse as exc:
         error(str(exc))
         return EXIT_BAD_INPUT

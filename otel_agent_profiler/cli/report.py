@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..core.units import plural
 from ..report.progress import Progress, progress_enabled
-from . import arguments, budgets, sources
+from . import arguments, budgets, process_end, sources
 from .arguments import (
     EXIT_BAD_INPUT,
     EXIT_FAILURE,
@@ -113,6 +113,7 @@ def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, op
             error(str(exc))
             return EXIT_BAD_INPUT
         profiles = loaded.profiles
+        process_end.keep(loaded)
         if not profiles:
             progress.close()
             error("no traces to report")
