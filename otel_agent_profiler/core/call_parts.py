@@ -178,7 +178,7 @@ def adopt_wrapped_calls(spans: list[SpanProfile]) -> list[SpanProfile]:
                 earlier_reach, previous_start, first_of_start = reach, wrapper.start_ns, index
             if wrapper.end_ns > reach:
                 reach = wrapper.end_ns
-            if wrapper.children or wrapper.category not in _WRAPPER_CATEGORIES:
+            if not _may_wrap(wrapper):
                 continue
             wrapped = _only_wrapped_sibling(wrapper, children, first_of_start, earlier_reach)
             if wrapped is None or id(wrapped) not in holders:
@@ -195,15 +195,19 @@ def adopt_wrapped_calls(spans: list[SpanProfile]) -> list[SpanProfile]:
     return depth_first(spans) if moved else spans
 
 
+def _may_wrap(span: SpanProfile) -> bool:
+    """Whether ``span`` may be a step written beside the call it wraps: a childless agent or internal span."""
+    return not span.children and span.category in _WRAPPER_CATEGORIES
+
+
 def _has_possible_wrapper(spans: list[SpanProfile]) -> bool:
-    """Whether some childless agent or internal span has a sibling: most traces have none, and this
-    costs far less than finding the holders of calls."""
+    """Whether some span that may wrap a call has a sibling: most traces have none, and this costs far
+    less than finding the holders of calls."""
     for span in spans:
-        if span.children or span.category not in _WRAPPER_CATEGORIES:
-            continue
-        parent = span.parent
-        if parent is not None and len(parent.children) > 1:
-            return True
+        if _may_wrap(span):
+            parent = span.parent
+            if parent is not None and len(parent.children) > 1:
+                return True
     return False
 
 
