@@ -73,13 +73,11 @@ class Partitioned:
     spans: int = 0
     #: Each shard's traces (their records by trace id), when the shards are held in memory.
     held: list[dict[str, list[SpanRecord]]] | None = None
-    #: The shard of each trace held in memory (``hold`` places them in order read, not by hash).
-    held_shard_of: dict[str, int] | None = None
 
     def shard_holding(self, trace_id: str) -> int:
-        """The shard that holds ``trace_id``'s spans."""
-        if self.held_shard_of is not None:
-            return self.held_shard_of[trace_id]
+        """The shard that holds ``trace_id``'s spans (held shards are not by hash: see ``hold``)."""
+        if self.held is not None:
+            return next(index for index, traces in enumerate(self.held) if trace_id in traces)
         return shard_of(trace_id, self.shards)
 
     def shard_path(self, index: int) -> Path:
@@ -172,14 +170,11 @@ def hold(trace_files: Sequence[TraceFile], error_lines: list[str], shards: int) 
     groups = group_by_trace(r for file in trace_files for r in file.records)
     spans = sum(len(file.records) for file in trace_files)
     held: list[dict[str, list[SpanRecord]]] = [{} for _ in range(shards)]
-    shard_of_trace: dict[str, int] = {}
     before = 0  # spans of the traces placed so far
     for trace_id, records in groups.items():
-        shard = before * shards // spans
-        held[shard][trace_id] = records
-        shard_of_trace[trace_id] = shard
+        held[before * shards // spans][trace_id] = records
         before += len(records)
-    return Partitioned(Path(), shards, files_read(trace_files), error_lines, spans, held, shard_of_trace)
+    return Partitioned(Path(), shards, files_read(trace_files), error_lines, spans, held)
 
 
 def _read_into(path: str, writer: _ShardWriter, progress: LoadProgress) -> tuple[TraceFile, int]:
