@@ -5,14 +5,15 @@ GenAI name ``gen_ai.client.operation.time_to_first_chunk``, which the OpenAI ins
 does not emit (it has ``gen_ai.server.time_to_first_token``). Durations of whole LLM calls are
 left to the instrumentations (``gen_ai.client.operation.duration``).
 
-Self time and critical-path time are recorded once per operation of a trace (the sum over
-the operation's spans in that trace), not once per span: critical-path time is a property of
-the whole trace anyway, and an SDK histogram record costs several microseconds, which per span
-would cost more CPU than the rest of the profiler. Per-call latencies of LLM calls are the
-instrumentations' ``gen_ai.client.operation.duration``.
-
-The span and trace counts are observable counters: the profiler adds to plain integers, and
-the SDK reads them when it collects, so counting costs nothing like a record per trace.
+Two histograms, whose distributions people ask about: the duration of traces (one record per
+trace) and the time to first chunk of streaming LLM calls (one per call, as the instrumentations
+record their own durations). Everything else is a running total read by an observable counter:
+self time and critical-path time by operation, and the tokens and cost on the critical path. The
+question those answer is where the time and money went, summed over runs, and a sum divided by
+the trace count (``agent_profiler.traces``) is the mean per trace. Adding to a total costs well
+under a microsecond, where an SDK record costs several: as histograms, these metrics took about
+25 records per agent trace and more CPU than the profile itself. A share of the critical path
+is one total over another (``docs/reference/attributes.md`` shows the PromQL).
 
 Attribute values come from small fixed sets (categories, token types, outcomes) or from
 operation names, which are capped: past ``max_operations`` distinct names, new ones are
@@ -29,56 +30,60 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
 from .._version import __version__
-from ..core.categories import CATEGORIES
 from ..core.profile import SpanProfile, TraceProfile
 
 SELF_TIME = "agent_profiler.operation.self_time"
 CRITICAL_PATH_TIME = "agent_profiler.operation.critical_path_time"
 TRACE_DURATION = "agent_profiler.trace.duration"
-CRITICAL_PATH_SHARE = "agent_profiler.trace.critical_path.share"
 CRITICAL_PATH_TOKENS = "agent_profiler.trace.critical_path.tokens"
 CRITICAL_PATH_COST = "agent_profiler.trace.critical_path.cost"
 TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"
 SPANS = "agent_profiler.spans"
 TRACES = "agent_profiler.traces"
 
-#: Every metric this module can emit: name -> (instrument, unit, attribute keys).
+_OPERATION_KEYS = ("agent_profiler.category", "agent_profiler.operation")
+_ROOT_KEYS = ("agent_profiler.root_operation",)
+_TOKEN_KEYS = ("agent_profiler.root_operation", "gen_ai.token.type")
+_OUTCOME_KEYS = ("agent_profiler.outcome",)
+
+#: Every metric this module can emit: name -> (instrument, unit, attribute keys). A counter's
+#: value is a running total since the process started.
 METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    SELF_TIME: ("histogram", "s", ("agent_profiler.category", "agent_profiler.operation")),
-    CRITICAL_PATH_TIME: ("histogram", "s", ("agent_profiler.category", "agent_profiler.operation")),
-    TRACE_DURATION: ("histogram", "s", ("agent_profiler.root_operation",)),
-    CRITICAL_PATH_SHARE: ("histogram", "1", ("agent_profiler.root_operation", "agent_profiler.category")),
-    CRITICAL_PATH_TOKENS: ("histogram", "{token}", ("agent_profiler.root_operation", "gen_ai.token.type")),
-    CRITICAL_PATH_COST: ("histogram", "{USD}", ("agent_profiler.root_operation",)),
+    SELF_TIME: ("counter", "s", _OPERATION_KEYS),
+    CRITICAL_PATH_TIME: ("counter", "s", _OPERATION_KEYS),
+    TRACE_DURATION: ("histogram", "s", _ROOT_KEYS),
+    CRITICAL_PATH_TOKENS: ("counter", "{token}", _TOKEN_KEYS),
+    CRITICAL_PATH_COST: ("counter", "{USD}", _ROOT_KEYS),
     TIME_TO_FIRST_CHUNK: (
         "histogram",
         "s",
         ("gen_ai.operation.name", "gen_ai.request.model", "gen_ai.provider.name", "agent_profiler.on_critical_path"),
     ),
-    SPANS: ("counter", "{span}", ("agent_profiler.outcome",)),
-    TRACES: ("counter", "{trace}", ("agent_profiler.outcome",)),
+    SPANS: ("counter", "{span}", _OUTCOME_KEYS),
+    TRACES: ("counter", "{trace}", _OUTCOME_KEYS),
 }
 
 OTHER = "other"
 
 # Agent latencies run from milliseconds (tools, retrieval) to minutes (whole runs).
 _SECONDS_BUCKETS: list[float] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600]
-_SHARE_BUCKETS: list[float] = [0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0]
-_TOKEN_BUCKETS: list[float] = [100, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000]
-_COST_BUCKETS: list[float] = [0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10]
 
+_HISTOGRAMS: dict[str, str] = {
+    TRACE_DURATION: "Duration of profiled traces",
+    TIME_TO_FIRST_CHUNK: "Time from the start of a streaming LLM call to its first chunk",
+}
 
-_HISTOGRAMS: dict[str, tuple[str, list[float]]] = {
+# name -> (description, scale from the amounts added to the unit's).
+_TOTALS: dict[str, tuple[str, float]] = {
     SELF_TIME: (
-        "Self time (duration minus the time covered by children) of one operation's spans in one trace",
-        _SECONDS_BUCKETS,
+        "Self time (duration minus the time covered by children) of an operation's spans, summed over traces",
+        1e-9,
     ),
-    CRITICAL_PATH_TIME: ("Critical-path time of one operation's spans in one trace", _SECONDS_BUCKETS),
-    TRACE_DURATION: ("Duration of profiled traces", _SECONDS_BUCKETS),
-    CRITICAL_PATH_SHARE: ("Share of a trace's critical path spent in each category", _SHARE_BUCKETS),
-    CRITICAL_PATH_TOKENS: ("Tokens of the LLM calls on a trace's critical path", _TOKEN_BUCKETS),
-    CRITICAL_PATH_COST: ("Cost of the priced LLM calls on a trace's critical path", _COST_BUCKETS),
-    TIME_TO_FIRST_CHUNK: ("Time from the start of a streaming LLM call to its first chunk", _SECONDS_BUCKETS),
+    CRITICAL_PATH_TIME: ("Critical-path time of an operation's spans, summed over traces", 1e-9),
+    CRITICAL_PATH_TOKENS: ("Tokens of the LLM calls on the traces' critical paths, summed over traces", 1),
+    CRITICAL_PATH_COST: ("Cost of the priced LLM calls on the traces' critical paths, summed over traces", 1),
+    SPANS: ("Spans seen, by what became of them", 1),
+    TRACES: ("Traces seen, by what became of them", 1),
 }
 
 
@@ -100,22 +105,35 @@ class OperationNames:
         return name
 
 
-class OutcomeCounts:
-    """Running totals by outcome, observed by an observable counter when metrics are collected."""
+class RunningTotals:
+    """Totals by attribute values, observed by an observable counter when metrics are collected.
 
-    def __init__(self) -> None:
-        self._totals: dict[str, int] = {}
+    Times are added in integer nanoseconds, so that a total is exact however many traces it sums,
+    and scaled to seconds when observed.
+    """
+
+    def __init__(self, keys: tuple[str, ...], scale: float = 1) -> None:
+        self._keys = keys
+        self._scale = scale
+        self._totals: dict[tuple[Any, ...], float] = {}
         # Added to from the worker and the application's threads, read from the reader's.
         self._lock = threading.Lock()
 
-    def add(self, outcome: str, count: int) -> None:
+    def add(self, amounts: Iterable[tuple[tuple[Any, ...], float]]) -> None:
+        """Add each (attribute values, amount), under one hold of the lock."""
         with self._lock:
-            self._totals[outcome] = self._totals.get(outcome, 0) + count
+            totals = self._totals
+            for values, amount in amounts:
+                totals[values] = totals.get(values, 0) + amount
 
     def observe(self, options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:
             totals = list(self._totals.items())
-        return [Observation(total, {"agent_profiler.outcome": outcome}) for outcome, total in totals]
+        keys, scale = self._keys, self._scale
+        return [
+            Observation(total * scale if scale != 1 else total, dict(zip(keys, values, strict=True)))
+            for values, total in totals
+        ]
 
 
 class ProfileMetrics:
@@ -129,48 +147,34 @@ class ProfileMetrics:
         else:
             meter = meter_provider.get_meter("otel_agent_profiler", __version__)
         self._operation = OperationNames(max_operations)
-        histograms = {
-            name: _histogram(meter, name, METRICS[name][1], description, buckets)
-            for name, (description, buckets) in _HISTOGRAMS.items()
-        }
-        self._self_time = histograms[SELF_TIME]
-        self._critical_path_time = histograms[CRITICAL_PATH_TIME]
-        self._trace_duration = histograms[TRACE_DURATION]
-        self._share = histograms[CRITICAL_PATH_SHARE]
-        self._tokens = histograms[CRITICAL_PATH_TOKENS]
-        self._cost = histograms[CRITICAL_PATH_COST]
-        self._ttft = histograms[TIME_TO_FIRST_CHUNK]
-        self._spans = OutcomeCounts()
-        self._traces = OutcomeCounts()
-        meter.create_observable_counter(
-            SPANS, [self._spans.observe], unit="{span}", description="Spans seen, by what became of them"
-        )
-        meter.create_observable_counter(
-            TRACES, [self._traces.observe], unit="{trace}", description="Traces seen, by what became of them"
-        )
+        self._trace_duration = _histogram(meter, TRACE_DURATION)
+        self._ttft = _histogram(meter, TIME_TO_FIRST_CHUNK)
+        totals = {name: _running_total(meter, name) for name in _TOTALS}
+        self._self_time = totals[SELF_TIME]
+        self._critical_path_time = totals[CRITICAL_PATH_TIME]
+        self._tokens = totals[CRITICAL_PATH_TOKENS]
+        self._cost = totals[CRITICAL_PATH_COST]
+        self._spans = totals[SPANS]
+        self._traces = totals[TRACES]
 
     def count_spans(self, outcome: str, count: int = 1) -> None:
         if count:
-            self._spans.add(outcome, count)
+            self._spans.add((((outcome,), count),))
 
     def count_trace(self, outcome: str) -> None:
-        self._traces.add(outcome, 1)
+        self._traces.add((((outcome,), 1),))
 
     def record(self, profile: TraceProfile) -> None:
         operation_of = self._operation
-        per_operation: dict[tuple[str, str], list[int]] = {}
+        self_times: list[tuple[tuple[str, str], int]] = []
+        critical_times: list[tuple[tuple[str, str], int]] = []
         for (category, operation), op in profile.operations.items():
+            # Several operations past the cap are all "other": their amounts add up.
             key = (category, operation_of(operation))
-            totals = per_operation.get(key)
-            if totals is None:
-                per_operation[key] = [op.self_time_ns, op.critical_path_ns]
-            else:  # several operations past the cap, all "other"
-                totals[0] += op.self_time_ns
-                totals[1] += op.critical_path_ns
-        for (category, operation), (self_ns, critical_ns) in per_operation.items():
-            attributes = {"agent_profiler.category": category, "agent_profiler.operation": operation}
-            self._self_time.record(self_ns / 1e9, attributes)
-            self._critical_path_time.record(critical_ns / 1e9, attributes)
+            self_times.append((key, op.self_time_ns))
+            critical_times.append((key, op.critical_path_ns))
+        self._self_time.add(self_times)
+        self._critical_path_time.add(critical_times)
         if profile.llm_calls:
             for span in profile.spans:
                 if span.time_to_first_token_ns is not None and span.counted:
@@ -179,34 +183,32 @@ class ProfileMetrics:
                     )
 
         root = operation_of(profile.roots[0].operation) if profile.roots else OTHER
-        trace_attributes = {"agent_profiler.root_operation": root}
-        self._trace_duration.record(profile.duration_ns / 1e9, trace_attributes)
-        critical = profile.critical_path_ns
-        if critical:
-            for category in CATEGORIES:
-                stats = profile.categories[category]
-                if not stats.count:
-                    # Recording zeros for absent categories would cost as much as the rest together.
-                    continue
-                attributes = {"agent_profiler.root_operation": root, "agent_profiler.category": category}
-                self._share.record(stats.critical_path_ns / critical, attributes)
+        self._trace_duration.record(profile.duration_ns / 1e9, {"agent_profiler.root_operation": root})
         tokens = profile.critical_path_tokens
         if profile.llm_calls or not tokens.is_empty():
-            for token_type, value in (("input", tokens.input), ("output", tokens.output)):
-                self._tokens.record(value, {"agent_profiler.root_operation": root, "gen_ai.token.type": token_type})
+            self._tokens.add((((root, "input"), tokens.input), ((root, "output"), tokens.output)))
         if profile.critical_path_cost_usd is not None:
-            self._cost.record(profile.critical_path_cost_usd, trace_attributes)
+            self._cost.add((((root,), profile.critical_path_cost_usd),))
 
 
-def _histogram(meter: metrics.Meter, name: str, unit: str, description: str, buckets: Any) -> metrics.Histogram:
+def _histogram(meter: metrics.Meter, name: str) -> metrics.Histogram:
+    unit, description = METRICS[name][1], _HISTOGRAMS[name]
     try:
         return meter.create_histogram(
-            name, unit=unit, description=description, explicit_bucket_boundaries_advisory=buckets
+            name, unit=unit, description=description, explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS
         )
     except TypeError:
         # A metrics API older than the bucket advisory (API 1.23) or one of another vendor: the
         # histogram gets that meter's default buckets rather than none at all.
         return meter.create_histogram(name, unit=unit, description=description)
+
+
+def _running_total(meter: metrics.Meter, name: str) -> RunningTotals:
+    _instrument, unit, keys = METRICS[name]
+    description, scale = _TOTALS[name]
+    totals = RunningTotals(keys, scale)
+    meter.create_observable_counter(name, [totals.observe], unit=unit, description=description)
+    return totals
 
 
 def _ttft_attributes(original: Mapping[str, Any], span: SpanProfile, operation_of: OperationNames) -> dict[str, Any]:

@@ -160,7 +160,7 @@ def test_the_dashboard_queries_prometheus_and_tempo_only() -> None:
     # (tests/project/test_collector_config.py). Everything else must be a Prometheus query tested below.
     kinds = {kind for _, kind, _ in dashboard_targets()}
     assert kinds == {"prometheus", "tempo"}
-    assert len(PROMETHEUS_TARGETS) >= 15
+    assert len(PROMETHEUS_TARGETS) >= 14
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ from otel_agent_profiler.adapters.otlp_proto import any_value
 from otel_agent_profiler.cli.serve import profile_options
 from otel_agent_profiler.core.categories import classify
 from otel_agent_profiler.live import attributes as attr
-from otel_agent_profiler.live.profile_metrics import METRICS, ProfileMetrics
+from otel_agent_profiler.live.profile_metrics import CRITICAL_PATH_COST, METRICS, ProfileMetrics
 from otel_agent_profiler.plugin.config import _OPTIONS
 from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
 from otel_agent_profiler.service.forwarder import Forwarder, HttpExporter
@@ -301,6 +301,9 @@ def _same_metrics(plugin: Mapping[Any, Any], serve: Mapping[Any, Any]) -> None:
             # may differ; counts, buckets and extremes are exact.
             assert value[:4] == serve[key][:4], key
             assert value[4] == pytest.approx(serve[key][4], rel=1e-12), key
+        elif isinstance(value, float) and key[0] == CRITICAL_PATH_COST:
+            # The same for a running total of costs (times are added in integer nanoseconds).
+            assert value == pytest.approx(serve[key], rel=1e-12), key
         else:
             assert value == serve[key], key
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.metrics import CallbackOptions
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import Histogram, InMemoryMetricReader, Metric, Sum
 from opentelemetry.sdk.trace import ReadableSpan, Span, TracerProvider
@@ -23,7 +24,6 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from otel_agent_profiler.adapters.sdk_spans import records_from_spans
 from otel_agent_profiler.core import (
-    CATEGORIES,
     PriceTable,
     SpanEvent,
     SpanRecord,
@@ -190,7 +190,7 @@ def outcomes(rig: Rig, name: str = pm.SPANS) -> dict[str, int]:
 # -- values ---------------------------------------------------------------------------------------
 
 
-def test_operation_histograms_hold_one_value_per_operation_and_trace(make_rig: Callable[..., Rig]) -> None:
+def test_operation_totals_sum_each_operations_spans_over_traces(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig()
     for n in range(3):
         agent_trace(rig.tracer, base=T0 + n * 1000 * MS, tool=f"tool{n % 2}")
@@ -198,60 +198,49 @@ def test_operation_histograms_hold_one_value_per_operation_and_trace(make_rig: C
     profiles = rig.profiles()
     metrics = rig.metrics()
     for name, field in ((pm.SELF_TIME, "self_time_ns"), (pm.CRITICAL_PATH_TIME, "critical_path_ns")):
-        # Each trace contributes, per operation, the sum over that operation's spans.
-        expected: dict[tuple[str, str], list[float]] = defaultdict(list)
+        expected: dict[tuple[str, str], int] = defaultdict(int)
         for profile in profiles:
-            per_trace: dict[tuple[str, str], int] = defaultdict(int)
             for span in profile.spans:
-                per_trace[(span.category, span.operation)] += getattr(span, field)
-            for key, total in per_trace.items():
-                expected[key].append(total / 1e9)
+                expected[(span.category, span.operation)] += getattr(span, field)
         metric = metrics[name]
         assert metric.unit == "s"
-        assert isinstance(metric.data, Histogram)
+        assert isinstance(metric.data, Sum) and metric.data.is_monotonic
         actual = by_attributes(metric, "agent_profiler.category", "agent_profiler.operation")
         assert set(actual) == set(expected)
-        for key, values in expected.items():
-            assert actual[key].count == len(values), (name, key)
-            assert actual[key].sum == pytest.approx(sum(values)), (name, key)
-            assert actual[key].min == pytest.approx(min(values))
-            assert actual[key].max == pytest.approx(max(values))
-    # The agent trace calls its LLM more than once, so there are fewer values than spans.
-    operations = by_attributes(metrics[pm.SELF_TIME], "agent_profiler.category", "agent_profiler.operation")
-    (llm,) = [point for (category, _), point in operations.items() if category == "llm"]
-    llm_spans = sum(1 for p in profiles for s in p.spans if s.category == "llm")
-    assert llm.count == len(profiles) < llm_spans
+        for key, total in expected.items():
+            assert actual[key].value == pytest.approx(total / 1e9), (name, key)
+    # The tools alternate, so each tool's total holds its own traces only.
+    tools = by_attributes(metrics[pm.SELF_TIME], "agent_profiler.category", "agent_profiler.operation")
+    assert tools[("tool", "tool0")].value == pytest.approx(2 * 0.035)
+    assert tools[("tool", "tool1")].value == pytest.approx(0.035)
+    # The critical-path times of a trace's operations add up to its critical path.
+    critical = sum(point.value for point in points(metrics[pm.CRITICAL_PATH_TIME]))
+    assert critical == pytest.approx(sum(p.critical_path_ns for p in profiles) / 1e9)
 
 
-def test_trace_histograms_match_the_profiles(make_rig: Callable[..., Rig]) -> None:
+def test_running_totals_are_exact_in_nanoseconds_over_many_traces() -> None:
+    totals = pm.RunningTotals(("k",), scale=1e-9)
+    for _ in range(100_000):
+        totals.add(((("a",), 1),))
+    (observation,) = totals.observe(CallbackOptions())
+    # Added as seconds, these one-nanosecond values would sum to 0.00010000000000013679.
+    assert observation.value == 100_000 * 1e-9
+    assert observation.attributes == {"k": "a"}
+
+
+def test_trace_duration_histogram_matches_the_profiles(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig()
     for n in range(3):
         agent_trace(rig.tracer, base=T0 + n * 1000 * MS)
     rig.flush()
     profiles = rig.profiles()
-    metrics = rig.metrics()
-
-    duration = metrics[pm.TRACE_DURATION]
+    duration = rig.metrics()[pm.TRACE_DURATION]
     assert duration.unit == "s"
+    assert isinstance(duration.data, Histogram)
     (point,) = points(duration)
     assert point.attributes == {"agent_profiler.root_operation": "planner"}
     assert point.count == 3
     assert point.sum == pytest.approx(sum(p.duration_ns for p in profiles) / 1e9)
-
-    shares = by_attributes(metrics[pm.CRITICAL_PATH_SHARE], "agent_profiler.category")
-    assert metrics[pm.CRITICAL_PATH_SHARE].unit == "1"
-    # Categories a trace has no span of are left out of that trace's points.
-    present = {c for c in CATEGORIES if any(p.categories[c].count for p in profiles)}
-    assert present == {"agent", "llm", "tool", "retrieval"}
-    assert {c for (c,) in shares} == present
-    for (category,), share in shares.items():
-        having = [p for p in profiles if p.categories[category].count]
-        assert share.count == len(having)
-        assert share.sum == pytest.approx(
-            sum(p.categories[category].critical_path_ns / p.critical_path_ns for p in having)
-        )
-    # The shares of one trace add up to one.
-    assert sum(point.sum for point in shares.values()) == pytest.approx(3.0)
 
 
 def test_critical_path_tokens_match_the_profiles(make_rig: Callable[..., Rig]) -> None:
@@ -262,12 +251,12 @@ def test_critical_path_tokens_match_the_profiles(make_rig: Callable[..., Rig]) -
     profiles = rig.profiles()
     metric = rig.metrics()[pm.CRITICAL_PATH_TOKENS]
     assert metric.unit == "{token}"
-    tokens = by_attributes(metric, "gen_ai.token.type")
-    assert set(tokens) == {("input",), ("output",)}
-    assert tokens[("input",)].sum == sum(p.critical_path_tokens.input for p in profiles)
-    assert tokens[("output",)].sum == sum(p.critical_path_tokens.output for p in profiles)
-    assert tokens[("input",)].sum == 2 * (120 + 300)
-    assert tokens[("output",)].count == 2
+    assert isinstance(metric.data, Sum) and metric.data.is_monotonic
+    tokens = by_attributes(metric, "agent_profiler.root_operation", "gen_ai.token.type")
+    assert set(tokens) == {("planner", "input"), ("planner", "output")}
+    assert tokens[("planner", "input")].value == sum(p.critical_path_tokens.input for p in profiles)
+    assert tokens[("planner", "output")].value == sum(p.critical_path_tokens.output for p in profiles)
+    assert tokens[("planner", "input")].value == 2 * (120 + 300)
 
 
 def test_time_to_first_chunk_for_streaming_llm_spans(make_rig: Callable[..., Rig]) -> None:
@@ -302,28 +291,28 @@ def test_time_to_first_chunk_counts_a_nested_duplicate_call_once(make_rig: Calla
     assert point.count == 1
 
 
-def test_cost_histogram_with_prices(make_rig: Callable[..., Rig]) -> None:
+def test_cost_total_with_prices(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig(prices=PRICES)
     agent_trace(rig.tracer)
     rig.flush()
     (profile,) = rig.profiles(PriceTable.from_mapping(PRICES))
     (point,) = points(rig.metrics()[pm.CRITICAL_PATH_COST])
     assert profile.critical_path_cost_usd is not None
-    assert point.sum == pytest.approx(profile.critical_path_cost_usd)
-    assert point.count == 1
+    assert point.value == pytest.approx(profile.critical_path_cost_usd)
+    assert point.attributes == {"agent_profiler.root_operation": "planner"}
 
 
-def test_cost_histogram_with_the_built_in_prices_by_default(make_rig: Callable[..., Rig]) -> None:
+def test_cost_total_with_the_built_in_prices_by_default(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig()
     agent_trace(rig.tracer)
     rig.flush()
     (profile,) = rig.profiles(with_built_in_prices(None))
     (point,) = points(rig.metrics()[pm.CRITICAL_PATH_COST])
     assert profile.critical_path_cost_usd
-    assert point.sum == pytest.approx(profile.critical_path_cost_usd)
+    assert point.value == pytest.approx(profile.critical_path_cost_usd)
 
 
-def test_no_cost_histogram_when_pricing_is_off(make_rig: Callable[..., Rig]) -> None:
+def test_no_cost_total_when_pricing_is_off(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig(prices={})
     agent_trace(rig.tracer)
     rig.flush()
@@ -402,12 +391,12 @@ def test_operation_names_beyond_the_cap_become_other(make_rig: Callable[..., Rig
     metric = rig.metrics()[pm.SELF_TIME]
     seen = by_attributes(metric, "agent_profiler.operation")
     assert set(seen) == {("run",), ("t0",), ("t1",), ("other",)}
-    # The four operations past the cap are one "other" operation of this trace.
-    assert seen[("other",)].count == 1
-    # Nothing is lost by the cap: the totals are the same.
+    # Nothing is lost by the cap: the four operations past it add up in "other".
     (profile,) = rig.profiles()
-    assert sum(p.count for p in seen.values()) == 4
-    assert sum(p.sum for p in seen.values()) == pytest.approx(sum(s.self_time_ns for s in profile.spans) / 1e9)
+    others = [s for s in profile.spans if s.operation not in ("run", "t0", "t1")]
+    assert len(others) == 4
+    assert seen[("other",)].value == pytest.approx(sum(s.self_time_ns for s in others) / 1e9)
+    assert sum(p.value for p in seen.values()) == pytest.approx(sum(s.self_time_ns for s in profile.spans) / 1e9)
     # Later traces keep using the names already admitted, and map new ones to other.
     agent_trace(rig.tracer, base=T0 + 1000 * MS)
     rig.flush()
@@ -556,7 +545,8 @@ def test_profile_metrics_record_a_profile_directly() -> None:
         (tokens_in,) = [
             p for p in points(found[pm.CRITICAL_PATH_TOKENS]) if p.attributes["gen_ai.token.type"] == "input"
         ]
-        assert tokens_in.sum == 7
+        assert tokens_in.value == 7
+        assert tokens_in.attributes == {"agent_profiler.root_operation": "root", "gen_ai.token.type": "input"}
         scope = next(sm.scope for rm in data.resource_metrics for sm in rm.scope_metrics)
         assert scope.name == "otel_agent_profiler"
     finally:

@@ -435,30 +435,25 @@ def test_profile_metrics_reach_rotel(profiled_run: ProfiledRun) -> None:
         return (
             "agent_profiler.operation.self_time" in last
             and "agent_profiler.spans" in last
-            and sum(v["Count"] for _, v in _points(last["agent_profiler.operation.self_time"])) == len(operations)
+            and len(_points(last["agent_profiler.operation.self_time"])) == len(operations)
         )
 
     last = _last_exports(profiled_run.rotel.wait_for_metrics(complete, timeout=15, what="the profile metrics"))
 
     documented = {
         "agent_profiler.operation.self_time": (
-            "Histogram",
+            "Sum",
             "s",
             {"agent_profiler.category", "agent_profiler.operation"},
         ),
         "agent_profiler.operation.critical_path_time": (
-            "Histogram",
+            "Sum",
             "s",
             {"agent_profiler.category", "agent_profiler.operation"},
         ),
         "agent_profiler.trace.duration": ("Histogram", "s", {"agent_profiler.root_operation"}),
-        "agent_profiler.trace.critical_path.share": (
-            "Histogram",
-            "1",
-            {"agent_profiler.root_operation", "agent_profiler.category"},
-        ),
         "agent_profiler.trace.critical_path.tokens": (
-            "Histogram",
+            "Sum",
             "{token}",
             {"agent_profiler.root_operation", "gen_ai.token.type"},
         ),
@@ -484,9 +479,14 @@ def test_profile_metrics_reach_rotel(profiled_run: ProfiledRun) -> None:
         for attributes, _ in _points(metric):
             assert set(attributes) == keys, (name, attributes)
     assert "agent_profiler.trace.critical_path.cost" in last  # priced by the built-in table
-    assert last["agent_profiler.spans"].is_monotonic is True
+    for name in (
+        "agent_profiler.spans",
+        "agent_profiler.operation.self_time",
+        "agent_profiler.trace.critical_path.cost",
+    ):
+        assert last[name].is_monotonic is True, name
 
-    # per (category, operation): one observation for the trace, the sum of its spans' attributes
+    # per (category, operation): the total over the one trace, the sum of its spans' attributes
     for metric_name, attribute in (
         ("agent_profiler.operation.self_time", "self_time_ms"),
         ("agent_profiler.operation.critical_path_time", "critical_path_ms"),
@@ -498,8 +498,7 @@ def test_profile_metrics_reach_rotel(profiled_run: ProfiledRun) -> None:
         got = {(a["agent_profiler.category"], a["agent_profiler.operation"]): v for a, v in _points(last[metric_name])}
         assert got.keys() == expected.keys(), metric_name
         for op, values in expected.items():
-            assert got[op]["Count"] == 1, (metric_name, op)
-            assert got[op]["Sum"] == pytest.approx(sum(values), rel=1e-9, abs=1e-12), (metric_name, op)
+            assert got[op]["Value"] == pytest.approx(sum(values), rel=1e-9, abs=1e-12), (metric_name, op)
     assert len(operations) < SPAN_COUNT  # the agent calls its model and tools more than once
 
     [(attributes, values)] = _points(last["agent_profiler.trace.duration"])
@@ -509,23 +508,19 @@ def test_profile_metrics_reach_rotel(profiled_run: ProfiledRun) -> None:
 
     present = {s.attributes[f"{PREFIX}category"] for s in spans}
     assert present == {"agent", "llm", "embedding", "tool"}
-    shares = {a["agent_profiler.category"]: v for a, v in _points(last["agent_profiler.trace.critical_path.share"])}
-    assert shares.keys() == present
-    for category, values in shares.items():
-        assert values["Count"] == 1
-        share = root[f"{PREFIX}trace.critical_path_ms.{category}"] / root[f"{PREFIX}trace.critical_path_ms"]
-        assert values["Sum"] == pytest.approx(share, rel=1e-9, abs=1e-12), category
-    assert sum(v["Sum"] for v in shares.values()) == pytest.approx(1.0)
     critical = defaultdict(float)
     for a, v in _points(last["agent_profiler.operation.critical_path_time"]):
-        critical[a["agent_profiler.category"]] += v["Sum"]
+        critical[a["agent_profiler.category"]] += v["Value"]
     assert critical == pytest.approx({c: root[f"{PREFIX}trace.critical_path_ms.{c}"] / 1000 for c in present})
     assert not {f"{PREFIX}trace.critical_path_ms.{c}" for c in CATEGORIES if c not in present} & set(root)
 
     tokens = {a["gen_ai.token.type"]: v for a, v in _points(last["agent_profiler.trace.critical_path.tokens"])}
-    assert {t: v["Sum"] for t, v in tokens.items()} == {
+    assert {t: v["Value"] for t, v in tokens.items()} == {
         t: root[f"{PREFIX}trace.critical_path_tokens.{t}"] for t in ("input", "output")
     }
+    [(attributes, values)] = _points(last["agent_profiler.trace.critical_path.cost"])
+    assert attributes == {"agent_profiler.root_operation": "research_assistant"}
+    assert values["Value"] == pytest.approx(root[f"{PREFIX}trace.critical_path_cost_usd"], rel=1e-9)
 
     ttft_spans = [s for s in spans if f"{PREFIX}time_to_first_token_ms" in s.attributes]
     expected_ttft: dict[tuple[str, bool], list[float]] = defaultdict(list)
@@ -588,23 +583,30 @@ def test_profile_metrics_scraped_by_prometheus(
                 }.values()
             )
             count = prom.wait_for(
-                'sum(agent_profiler_operation_self_time_seconds_count{job="test"})',
+                'count(agent_profiler_operation_self_time_seconds_total{job="test"})',
                 timeout=30,
                 predicate=lambda r: float(r[0]["value"][1]) >= sum(operations.values()),
             )
             assert float(count[0]["value"][1]) == sum(operations.values())
             assert len(spans) == SPAN_COUNT
             by_category = prom.query(
-                'sum by (agent_profiler_category) (agent_profiler_operation_self_time_seconds_count{job="test"})'
+                'count by (agent_profiler_category) (agent_profiler_operation_self_time_seconds_total{job="test"})'
             )
             assert {r["metric"]["agent_profiler_category"]: float(r["value"][1]) for r in by_category} == operations
 
-            share = prom.query('agent_profiler_trace_critical_path_share_bucket{job="test"}')
-            assert share, "no agent_profiler_trace_critical_path_share_bucket series"
-            assert {r["metric"].get("agent_profiler_category") for r in share} == set(categories)
-            assert all(r["metric"]["agent_profiler_root_operation"] == "research_assistant" for r in share)
-            assert {r["metric"]["le"] for r in share} >= {"0.0", "0.5", "1.0", "+Inf"}
-            assert {r["metric"]["instance"] for r in share} == {target}
+            # The share of the critical path by category, as docs/reference/attributes.md computes it
+            # (without rate(): one trace, recorded before the first scrape).
+            series = 'agent_profiler_operation_critical_path_time_seconds_total{job="test"}'
+            share = prom.query(f"sum by (agent_profiler_category) ({series}) / scalar(sum({series}))")
+            root = next(s.attributes for s in spans if not s.parent_id)
+            expected_share = {
+                category: root[f"{PREFIX}trace.critical_path_ms.{category}"] / root[f"{PREFIX}trace.critical_path_ms"]
+                for category in categories
+            }
+            got_share = {r["metric"]["agent_profiler_category"]: float(r["value"][1]) for r in share}
+            assert got_share == pytest.approx(expected_share, rel=1e-9)
+            (instance,) = {r["metric"]["instance"] for r in prom.query(series)}
+            assert instance == target
 
             profiled = prom.query('agent_profiler_spans_total{job="test", agent_profiler_outcome="profiled"}')
             assert [float(r["value"][1]) for r in profiled] == [SPAN_COUNT]

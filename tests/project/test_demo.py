@@ -66,9 +66,17 @@ def test_demo_exports_enriched_spans_and_metrics_when_an_endpoint_is_set(
     assert categories["invoke_agent researcher"] == "agent"
 
     self_time = rotel.wait_for_metric("agent_profiler.operation.self_time", timeout=20)
-    # One value per operation of the trace (the model, each tool, each agent), not per span.
-    operations = {(s.attributes["agent_profiler.category"], s.attributes["agent_profiler.operation"]) for s in spans}
-    assert sum(point.values.get("Count", 0) for point in self_time.data_points) == len(operations) < EXPECTED_SPANS
+    # One total per operation (the model, each tool, each agent), not per span: its spans' self times.
+    expected: dict[tuple[str, str], float] = {}
+    for s in spans:
+        key = (s.attributes["agent_profiler.category"], s.attributes["agent_profiler.operation"])
+        expected[key] = expected.get(key, 0.0) + s.attributes["agent_profiler.self_time_ms"] / 1000
+    totals = {
+        (p.attributes["agent_profiler.category"], p.attributes["agent_profiler.operation"]): p.values["Value"]
+        for p in self_time.data_points
+    }
+    assert len(totals) == len(expected) < EXPECTED_SPANS
+    assert totals == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
 @pytest.mark.e2e
