@@ -24,7 +24,7 @@ from ..core.analyze import profile_trace
 from ..core.backend_load import attach_backend_load
 from ..core.profile import TraceProfile
 from ..core.records import SpanRecord
-from .enrichment import span_attributes, trace_attributes
+from .enrichment import essential_span_attributes, span_attributes, trace_attributes
 from .load_history import LoadHistory
 from .profile_metrics import ProfileMetrics
 from .profile_options import ProfileOptions
@@ -71,6 +71,8 @@ class ProfilingStep:
         backend_load: the inference servers' recent samples, when they are polled.
         programs: the per-program averages to add each profile to, if any.
         enrich: whether to compute the span attributes.
+        all_span_attributes: whether every span gets all of ``SPAN_ATTRIBUTES``; otherwise only
+            roots do and the other spans get ``ESSENTIAL_SPAN_ATTRIBUTES``.
     """
 
     options: ProfileOptions
@@ -80,6 +82,7 @@ class ProfilingStep:
     backend_load: LoadHistory | None = None
     programs: ProgramAverages | None = None
     enrich: bool = True
+    all_span_attributes: bool = True
 
     def profile(self, records: Sequence[SpanRecord], *, complete: bool, outcome: str) -> ProfiledTrace:
         """Run the step on the records of one trace (at least one).
@@ -124,15 +127,20 @@ class ProfilingStep:
         roots = {id(root.record) for root in profile.roots}
         totals = trace_attributes(profile, complete=complete)
         windows = self.options.context_windows
+        every_span_all = self.all_span_attributes
         attributes: list[dict[str, Any] | None] = []
         for record in records:
             profiled = by_record.get(id(record))
             if profiled is None:
                 attributes.append(None)
                 continue
-            extra = span_attributes(profiled, windows)
             if id(record) in roots:
+                extra = span_attributes(profiled, windows)
                 extra.update(totals)
+            elif every_span_all:
+                extra = span_attributes(profiled, windows)
+            else:
+                extra = essential_span_attributes(profiled)
             attributes.append(extra)
         return attributes
 

@@ -83,6 +83,14 @@ def test_readme_lists_exactly_the_span_attributes_the_code_adds() -> None:
     assert _expand(_documented("carries the trace's totals:")) == set(ROOT_ATTRIBUTES)
 
 
+def test_readme_marks_exactly_the_essential_span_attributes_always() -> None:
+    from otel_agent_profiler.live.attributes import ESSENTIAL_SPAN_ATTRIBUTES
+
+    section = README.split("Every profiled span:", 1)[1].split("\n\n", 2)[1]
+    always = set(re.findall(r"^\| `([^`]+)` \|.*\| always \|$", section, re.M))
+    assert always == ESSENTIAL_SPAN_ATTRIBUTES
+
+
 def test_readme_lists_exactly_the_metrics_the_code_records() -> None:
     from otel_agent_profiler.live.profile_metrics import METRICS
 
