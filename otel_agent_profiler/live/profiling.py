@@ -4,7 +4,9 @@ the profile metrics out.
 The plugin and ``serve`` differ in how spans arrive, when a trace is complete and how spans leave
 (an SDK span's enriched copy, a protobuf span's); what a trace's profile is, which
 ``agent_profiler.*`` attributes its spans carry and which metrics it records are decided here,
-once, so that the same spans give the same attributes and metrics through either.
+once, so that the same spans give the same attributes and metrics through either. (The plugin, in
+the application's process, by default writes only the essential attributes on spans other than
+roots, ``all_span_attributes=False``; ``serve`` writes them all.)
 
 Each stage after the analysis can fail alone and costs only what it adds: the calls their
 servers' load, the spans their attributes, the trace its place in the averages or its metrics.
