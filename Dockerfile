@@ -7,7 +7,7 @@
 # Arguments after the image name replace the default `--host 0.0.0.0` and go to `serve`: keep `--host 0.0.0.0`
 # (serve listens on 127.0.0.1 by default, which nothing outside the container reaches). Ports: OTLP/gRPC 4317,
 # OTLP/HTTP 4318 (also GET /health, /health/live, /health/ready). Deployment: collector-config/kubernetes/
-# and the `scale-out` profile of collector-config/compose.yaml (README.md, "Deploy serve").
+# and the `scale-out` profile of collector-config/compose.yaml (docs/deployment.md, "Deploy serve").
 
 # Build stage: the package and its runtime dependencies (pinned by constraints.txt) into a virtual
 # environment without pip, so that only what `serve` runs is copied into the final image.

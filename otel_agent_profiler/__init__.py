@@ -6,13 +6,12 @@ memory, internal) of OpenTelemetry traces, with tokens and time to first token b
 
 from __future__ import annotations
 
-import importlib as _importlib
 from collections.abc import Iterable as _Iterable
 from typing import TYPE_CHECKING as _TYPE_CHECKING
-from typing import Any as _Any
 
 from ._version import __version__
 from .core.categories import classify
+from .core.lazy_exports import lazy_attributes as _lazy_attributes
 
 if _TYPE_CHECKING:
     from .adapters import TraceFile, read_trace_file
@@ -98,13 +97,7 @@ _EXPORTED_FROM = {
 }
 
 
-def __getattr__(name: str) -> _Any:
-    module = _EXPORTED_FROM.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy_attributes(__name__, _EXPORTED_FROM, globals())[0]
 
 
 __all__ = [

@@ -17,6 +17,20 @@ set -euo pipefail
 PHOENIX_VERSION="${PHOENIX_VERSION:-20.26.1}"
 PHOENIX_VENV="$ROOT/.venv-phoenix"
 
+# Before installing a Debian package: one line saying what is missing (apt-get itself, or root),
+# instead of apt-get's own failure after a partial run.
+_need_apt() {
+    local package="$1" why="$2"
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "error: scripts/test installs $package with Debian's apt-get, which this system lacks: install $package yourself ($why)" >&2
+        return 1
+    fi
+    if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null 2>&1; then
+        echo "error: scripts/test needs root (or sudo) to install $package with apt-get ($why)" >&2
+        return 1
+    fi
+}
+
 _as_root() {
     if [ "$(id -u)" -eq 0 ]; then
         "$@"
@@ -32,6 +46,7 @@ ensure_prometheus() {
     if command -v prometheus >/dev/null 2>&1; then
         return 0
     fi
+    _need_apt prometheus "the end-to-end tests run a real Prometheus" || return 1
     echo "==> installing Prometheus (Debian package)" >&2
     # Keep the package's maintainer scripts from starting the system service: a policy-rc.d
     # that denies every start, only for the duration of the install (unless one already exists).
@@ -102,7 +117,7 @@ ensure_backends() {
     ensure_openssl
 }
 
-# Jaeger and the OpenTelemetry Collector, built from Go modules (README "Development" gives the
+# Jaeger and the OpenTelemetry Collector, built from Go modules (docs/development.md gives the
 # first-run cost). The binaries live in $BACKENDS_CACHE/<name>-<version>-<hash>/, where <hash> is
 # that of our module files, so editing them builds anew; Go's own module and build caches
 # (GOMODCACHE, GOCACHE: outside the checkout too) make a rebuild after such an edit quick.
@@ -123,6 +138,14 @@ _require_go() {
         echo "error: building $1 needs Go 1.26 on PATH (go not found)" >&2
         return 1
     }
+    # go1.26.8 -> 1 26: an older Go fails the build only after minutes of downloads.
+    local version major minor
+    version="$(go env GOVERSION 2>/dev/null || true)"
+    IFS=. read -r major minor _ <<<"${version#go}"
+    if [ -z "$minor" ] || [ "$major" -lt 1 ] || { [ "$major" -eq 1 ] && [ "${minor%%[!0-9]*}" -lt 26 ]; }; then
+        echo "error: building $1 needs Go 1.26 or newer; go on PATH is ${version:-of unknown version}" >&2
+        return 1
+    fi
 }
 
 # Jaeger's go.mod has a `replace`, so `go install ...@version` refuses it: it is built as a tool
@@ -223,6 +246,7 @@ ensure_chromium() {
     if [ -x /usr/bin/chromium ]; then
         return 0
     fi
+    _need_apt chromium "the HTML report's browser test runs headless Chromium" || return 1
     echo "==> installing Chromium (Debian package) for the HTML report's browser test" >&2
     {
         _as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
@@ -243,6 +267,7 @@ ensure_openssl() {
     if command -v openssl >/dev/null 2>&1; then
         return 0
     fi
+    _need_apt openssl "the trace-store TLS test makes a certificate with it" || return 1
     echo "==> installing openssl (Debian package) for the trace-store TLS test" >&2
     {
         _as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&

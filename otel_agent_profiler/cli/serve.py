@@ -410,7 +410,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         # What stops serve from starting is the command line's or the machine's setup (a port in
         # use, an unreadable certificate, a bad upstream): a user error. Exit code 1 stays what
-        # README says: spans accepted but not delivered.
+        # docs/serve.md says: spans accepted but not delivered.
         message = str(exc)
         if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE and exc.strerror:
             message = exc.strerror  # names the port; without "[Errno 98]"

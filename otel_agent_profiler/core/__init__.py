@@ -4,8 +4,9 @@ Pure Python with no OpenTelemetry imports, so the live processor, the offline CL
 profiling service all feed it the same ``SpanRecord`` objects and get the same answers.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy_exports import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
     from .analyze import Classifier, profile_records, profile_trace
@@ -51,17 +52,7 @@ _EXPORTED_FROM = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTED_FROM.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_attributes(__name__, _EXPORTED_FROM, globals())
 
 
 __all__ = [

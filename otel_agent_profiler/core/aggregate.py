@@ -49,12 +49,13 @@ def mark_nested_tool_duplicates(spans: list[SpanProfile]) -> None:
     A tool span whose only child is a tool span of the same tool (AutoGen, a framework's span
     around an instrumentation's) is one call: the deepest is counted, the others point at it
     with ``same_call_as``. Google ADK writes an ``execute_tool (merged)`` span for the parallel
-    tool calls of one model response: it is no call of a tool named ``(merged)``.
+    tool calls of one model response: it is no call of a tool named ``(merged)`` (nor of ``(merged tools)``,
+    the tool name ADK 2.x gives it).
     """
     for span in spans:
         if span.category != TOOL or not span.counted:
             continue
-        if span.operation == MERGED_TOOLS:
+        if span.operation in MERGED_TOOLS:
             span.counted = False
             continue
         parent = span.parent
@@ -69,8 +70,9 @@ def mark_nested_tool_duplicates(spans: list[SpanProfile]) -> None:
             link.same_call_as = keep
 
 
-#: The operation of Google ADK's span around the parallel tool calls of one model response.
-MERGED_TOOLS = "(merged)"
+#: The operation of Google ADK's span around the parallel tool calls of one model response: its span name's
+#: suffix, or the ``gen_ai.tool.name`` ADK 2.x writes on it.
+MERGED_TOOLS = frozenset({"(merged)", "(merged tools)"})
 
 
 def _single_same_tool_child(span: SpanProfile) -> SpanProfile | None:

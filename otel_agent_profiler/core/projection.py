@@ -22,10 +22,13 @@ last child. Among the children of one span:
 
 Children lying entirely outside their parent's interval and the CONSUMER children of a
 PRODUCER do not hold their parent up, exactly as for the critical path: they are left out with
-their subtrees. Children that *overflow* their parent are clipped to it (again as for the
-critical path), and so are their own children, recursively. The trace's roots are the children
-of one virtual span from the trace's earliest start to its latest end whose own time is never
-scaled; its tail keeps the time the trace runs past its last root (overflowing spans).
+their subtrees. So is an LLM call's HTTP request written beside the call rather than below it
+(``core.call_parts``): its time is the call's, scheduled where the call is, and kept it would hold
+its parent at its recorded end however the call changed. Children that *overflow* their parent
+are clipped to it (again as for the critical path), and so are their own children, recursively.
+The trace's roots are the children of one virtual span from the trace's earliest start to its
+latest end whose own time is never scaled; its tail keeps the time the trace runs past its last
+root (overflowing spans).
 
 Followed backwards from a span's end, the chain of the latest-ending child, its latest-ending
 dependency, and so on, is the span's critical path, and the own time along it is the span's
@@ -56,6 +59,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from .call_parts import is_http_client_span
 from .profile import SpanProfile, TraceProfile
 from .records import SpanKind
 
@@ -318,7 +322,15 @@ def _clipped_tree(profile: TraceProfile) -> tuple[dict[SpanProfile, tuple[int, i
             child_start, child_end = child.start_ns, child.end_ns
             # Left out as by the critical path: entirely outside the parent, or a producer's
             # consumer. The subtree is still given an interval (its own) but no schedule slot.
-            if child_start >= end or child_end <= start or (producer and child.record.kind is SpanKind.CONSUMER):
+            # Left out too: a call's request written beside it (``core.call_parts``). Its time is the
+            # call's, which the schedule holds where the call is; kept, it would hold its parent at its
+            # recorded end when the call is removed or shortened, and the saving would collapse.
+            if (
+                child_start >= end
+                or child_end <= start
+                or (producer and child.record.kind is SpanKind.CONSUMER)
+                or _is_request_beside_its_call(child)
+            ):
                 intervals[child] = (child_start, child_end)
                 continue
             child_start = child_start if child_start > start else start
@@ -328,6 +340,22 @@ def _clipped_tree(profile: TraceProfile) -> tuple[dict[SpanProfile, tuple[int, i
         kept.sort()
         held[span] = kept
     return intervals, held
+
+
+def _is_request_beside_its_call(span: SpanProfile) -> bool:
+    """Whether ``span`` is a call's HTTP request recorded outside the call's subtree, within its time."""
+    call = span.same_call_as
+    if call is None or span.children or not is_http_client_span(span):
+        return False
+    if not (call.start_ns <= span.start_ns and span.end_ns <= call.end_ns):
+        return False
+    # A request below its call (the nested shape) is the call's child and is scheduled as such.
+    ancestor = span.parent
+    while ancestor is not None:
+        if ancestor is call or ancestor.same_call_as is call:
+            return False
+        ancestor = ancestor.parent
+    return True
 
 
 def _scaled(duration: int, scale: float) -> int:

@@ -1,7 +1,7 @@
 """Names of the ``agent_profiler.*`` attributes added to exported spans.
 
-README's attribute table is checked against ``SPAN_ATTRIBUTES`` and ``ROOT_ATTRIBUTES`` by the
-tests, so the two never drift apart.
+The attribute tables of docs/reference/attributes.md are written from ``SPAN_ATTRIBUTES`` and
+``ROOT_ATTRIBUTES`` by scripts/docs_reference.py, and the tests check them, so the two never drift apart.
 """
 
 from __future__ import annotations

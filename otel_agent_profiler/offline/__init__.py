@@ -8,8 +8,9 @@ Internal: used by the command line and ``analytics``; read files with the public
 ``read_trace_file`` and profile them with ``profile_records``.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..core.lazy_exports import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
     from .loading import (
@@ -47,17 +48,7 @@ _EXPORTED_FROM = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTED_FROM.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_attributes(__name__, _EXPORTED_FROM, globals())
 
 
 __all__ = [

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..adapters.files import TraceFile
-from ..core import trace_to_dict
 from ..core.fast_pickle import pickled_by_fields
 from ..core.findings import (
     BUDGET_EXCEEDED,
@@ -32,6 +31,7 @@ from ..core.pricing import PriceTable
 from ..core.profile import TraceProfile
 from ..report.cross_trace import TraceTotals, trace_detail
 from ..report.json_stream import Encoded, pretty
+from ..report.span_json import trace_document
 from .loading import PROFILING, LoadProgress
 from .options import AnalyzeOptions
 from .shards import Partitioned, hold, partition, profiles_of_shard, shard_of
@@ -52,7 +52,7 @@ def encode_trace(
 ) -> Encoded:
     """One trace of the JSON document, encoded: the profile (each LLM call's share of its
     ``context_windows``), its findings and its what-if."""
-    trace = trace_to_dict(profile, context_windows=context_windows)
+    trace = trace_document(profile, context_windows)
     if findings is not None:
         trace["findings"] = [finding.to_dict() for finding in findings]
         trace["combined_projection"] = combined_projection(profile, findings).to_dict()

@@ -14,7 +14,7 @@ exporter must not hold up the application's thread. The worker hands spans over 
 exporting processors can take them (``downstream.py``); what they cannot take by a deadline, or
 what waits behind one that hangs, is counted and logged. After a fork, the child's spans under a
 span open at the fork complete their traces in the child. Nothing the profiler does raises into
-the app (README "Delivery guarantees").
+the app (docs/delivery.md).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ _LOST_LOG_INTERVAL_S = 60.0
 _WORKER_FINISH_S = 1.0
 # After a shutdown's deadline, how long the exporting processors' own shutdown is waited for (a
 # batch processor exports its queue then). With _WORKER_FINISH_S, what shutdown takes at most
-# beyond shutdown_timeout_s (README "Delivery guarantees").
+# beyond shutdown_timeout_s (docs/delivery.md).
 _DOWNSTREAM_SHUTDOWN_S = 2.0
 # What a span exported before its trace completed carries instead of its profile.
 _EARLY_MARK = {EXPORTED_EARLY: True}

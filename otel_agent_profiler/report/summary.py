@@ -73,6 +73,7 @@ from ..core.schema import trace_to_dict
 from ..core.split_traces import cross_trace_totals, find_split_llm_calls
 from .html import by_duration, select_trace
 from .json_stream import write_compact_document
+from .span_json import trace_document
 
 SUMMARY_FORMAT = "otel-agent-profiler.report-summary"
 SUMMARY_VERSION = 2
@@ -293,6 +294,7 @@ def _summary(
         findings,
         options.get("detail_trace_ids"),
         options.get("context_windows", DEFAULT_CONTEXT_WINDOWS),
+        encoded=lazy,
     )
     splits = find_split_llm_calls(profiles)
     statistics = options.get("statistics")
@@ -347,10 +349,17 @@ def _trace_documents(
     findings: Mapping[str, Sequence[Finding]],
     detail_trace_ids: Collection[str] | None,
     context_windows: Mapping[str, int],
+    *,
+    encoded: bool,
 ) -> Iterator[dict[str, Any]]:
     for profile in profiles:
         with_spans = detail_trace_ids is None or profile.trace_id in detail_trace_ids
-        document = trace_to_dict(profile, include_spans=with_spans, context_windows=context_windows)
+        # Spans as structs only where msgspec encodes the documents: build_summary's callers get plain data.
+        document = (
+            trace_document(profile, context_windows, include_spans=with_spans)
+            if encoded
+            else trace_to_dict(profile, include_spans=with_spans, context_windows=context_windows)
+        )
         found = findings.get(profile.trace_id)
         document["findings"] = [f.to_dict() for f in found or ()]
         # Only where the findings were made: they need the span tree, which the others may have released.

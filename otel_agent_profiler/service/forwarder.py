@@ -35,6 +35,7 @@ from __future__ import annotations
 import email.utils
 import gzip
 import logging
+import ssl
 import threading
 import time
 import urllib.error
@@ -304,19 +305,46 @@ def _grpc_retry_delay(exc: Any) -> float | None:
 
 
 def _describe(exc: BaseException) -> str:
+    """One line for a log: what the upstream answered, with its message, and what to check when TLS failed."""
+    described = _describe_answer(exc)
+    if _tls_failed(exc):
+        # gRPC names a refused client certificate "UNAVAILABLE ... Unwrap failed"; say what it means.
+        described += (
+            "; the TLS connection failed: check the upstream's CA and, if it asks for one, the client certificate"
+        )
+    return described
+
+
+def _describe_answer(exc: BaseException) -> str:
     if isinstance(exc, grpc.RpcError):
         code = exc.code() if hasattr(exc, "code") else None
         name = getattr(code, "name", code)
+        # The server's message says which check failed (a token, a quota, a connection); capped, on one line.
+        details = " ".join(((exc.details() if hasattr(exc, "details") else "") or "").split())[:200]
         if name == "RESOURCE_EXHAUSTED" and not retryable(exc):
             # Which limit it was is only in the message: a quota, a rate, a memory limit.
-            details = " ".join(((exc.details() if hasattr(exc, "details") else "") or "").split())[:200]
             return f"gRPC RESOURCE_EXHAUSTED without RetryInfo, not retried: {details or 'no message'}"
-        return f"gRPC {name}"
+        return f"gRPC {name}: {details}" if details else f"gRPC {name}"
     if isinstance(exc, urllib.error.HTTPError):
         if 300 <= exc.code < 400:
             return f"HTTP {exc.code} redirect to {exc.headers.get('Location') if exc.headers else None}, not followed"
-        return f"HTTP {exc.code}"
+        return f"HTTP {exc.code} {exc.reason}" if exc.reason else f"HTTP {exc.code}"
     return f"{type(exc).__name__}: {exc}"
+
+
+#: What gRPC's messages say when the TLS handshake or the TLS records failed (the TSI_ codes are its own).
+_GRPC_TLS_MARKERS = ("TSI_", "SSL", "ssl", "handshake", "certificate")
+
+
+def _tls_failed(exc: BaseException) -> bool:
+    if isinstance(exc, ssl.SSLError):
+        return True
+    if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError):
+        return isinstance(exc.reason, ssl.SSLError)
+    if isinstance(exc, grpc.RpcError) and hasattr(exc, "details"):
+        details = exc.details() or ""
+        return any(marker in details for marker in _GRPC_TLS_MARKERS)
+    return False
 
 
 #: Batches waiting in the queue are sent together, in requests of up to this many items (spans, ...).

@@ -33,7 +33,10 @@ ROOT = Path(__file__).resolve().parents[2]
 APPS = Path(__file__).resolve().parent / "apps"
 ROOT_SPAN = "conformance run"
 SLOW_TOOL = "slow_search"
+MEDIUM_TOOL = "medium_search"
 FAST_TOOL = "fast_search"
+#: The tools the model asks for in one response, which sleep 0.5, 0.25 and 0.05 s (apps/common.py)
+TOOLS = (SLOW_TOOL, MEDIUM_TOOL, FAST_TOOL)
 PREFIX = "agent_profiler."
 
 #: Virtual environments by key; "main" is the one running the tests (it has the Traceloop instrumentation).
@@ -117,10 +120,13 @@ class Source:
     env: Mapping[str, str] = field(default_factory=dict)
     #: categories the source's spans must produce besides llm and tool
     categories: frozenset[str] = frozenset({"agent"})
+    #: tools the framework itself calls besides the app's three (smolagents ends its run with final_answer)
+    framework_tools: frozenset[str] = frozenset()
     #: how many of the app's three model calls stream (the last one, or all where the framework always streams)
     streamed_calls: int = 1
-    #: what the source itself gets wrong, so that a test of ours fails: test name (or ``name[mode]``) ->
-    #: (strict, reason); strict when the test fails every time, not strict when it depends on timing
+    #: what makes a test fail on this source: test name (or ``name[mode]``) -> (strict, reason); what the source
+    #: itself gets wrong, or a defect of ours (its reason starts with "ours"); strict when the test fails every
+    #: time, not strict when it depends on timing
     known_gaps: Mapping[str, tuple[bool, str]] = field(default_factory=dict)
 
 

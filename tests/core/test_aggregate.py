@@ -125,17 +125,25 @@ def test_nested_spans_of_one_tool_call_count_once() -> None:
     assert nodes["outer0"].same_call_as is nodes["inner0"]
 
 
-def test_adk_merged_tool_span_is_no_tool_call() -> None:
+@pytest.mark.parametrize(
+    ("attributes", "operation"),
+    [
+        ({"gen_ai.operation.name": "execute_tool"}, "(merged)"),
+        # ADK 2.x names the tool too
+        ({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "(merged tools)"}, "(merged tools)"),
+    ],
+)
+def test_adk_merged_tool_span_is_no_tool_call(attributes: dict[str, str], operation: str) -> None:
     trace = profile(
         [
             agent("root", None, 0, 1_000),
             tool("execute_tool slow", "root", 100, 600, "slow"),
             tool("execute_tool fast", "root", 100, 200, "fast"),
-            span("execute_tool (merged)", "root", 600, 601, attributes={"gen_ai.operation.name": "execute_tool"}),
+            span("execute_tool (merged)", "root", 600, 601, attributes=attributes),
         ]
     )
     assert trace.categories["tool"].count == 2
-    assert trace.operations[("tool", "(merged)")].count == 0
+    assert trace.operations[("tool", operation)].count == 0
 
 
 def test_nested_pair_only_inner_has_usage() -> None:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from otel_agent_profiler.core import SpanRecord, TraceProfile
 from otel_agent_profiler.core.call_parts import WRAPPER_SLACK_NS
 from otel_agent_profiler.core.findings import find_all, find_sequential_llm_chains
+from otel_agent_profiler.core.projection import projected_duration_scaled_ns
 from otel_agent_profiler.core.schema import trace_to_dict
 from tests.support.span_builders import CLIENT, by_name, profile, span, with_events
 
@@ -292,3 +293,28 @@ def test_a_request_beside_calls_is_left_as_it_is_unless_it_asks_the_one_model_ca
     nodes = by_name(profile(records))
     for name in ("POST during two calls", "GET of a tool", "POST after the calls"):
         assert (nodes[name].category, nodes[name].same_call_as, nodes[name].counted) == ("internal", None, True)
+
+
+def test_a_request_beside_its_call_moves_with_the_call_in_the_projection() -> None:
+    trace = profile(LANGGRAPH_GRAPH_HTTPX)
+    without_requests = profile([record for record in LANGGRAPH_GRAPH_HTTPX if not record.name.startswith("POST")])
+    nodes, plain = by_name(trace), by_name(without_requests)
+    for call, post_name, length_ms in (("ChatOpenAI", "POST1", 215.0), ("ChatOpenAI2", "POST2", 187.0)):
+        # Removing the call with its request: the whole call is saved, the request no longer holds the run up.
+        removed = projected_duration_scaled_ns(trace, {nodes[call]: 0.0, nodes[post_name]: 0.0})
+        assert trace.duration_ns - removed == round(length_ms * MS), call
+        for scale in (0.0, 0.5):
+            # Whether the request is scaled with its call or not, it schedules as if it were not there.
+            alone = projected_duration_scaled_ns(trace, {nodes[call]: scale})
+            assert alone == projected_duration_scaled_ns(without_requests, {plain[call]: scale}), (call, scale)
+    assert projected_duration_scaled_ns(trace, {}) == trace.duration_ns
+
+
+def test_a_request_below_its_call_is_scheduled_as_the_call_s_child() -> None:
+    trace = profile(HTTPX_ZERO_CODE)
+    nodes = by_name(trace)
+    # chat1 (50.8-270.3 ms) with its POST removed: the tools after it start 219.5 ms sooner.
+    removed = projected_duration_scaled_ns(trace, {nodes["chat1"]: 0.0, nodes["POST1"]: 0.0})
+    assert trace.duration_ns - removed == round(219.5 * MS)
+    # chat1's own time alone (14 ms around its POST): the POST below it still takes its 206 ms.
+    assert trace.duration_ns - projected_duration_scaled_ns(trace, {nodes["chat1"]: 0.0}) == round(13.5 * MS)

@@ -36,7 +36,10 @@ def test_analysis_benchmark_prints_ratio_and_throughput() -> None:
 def test_cli_benchmark_prints_every_command_as_ratios_to_json_load() -> None:
     out = bench("bench_cli.py", "--spans", "2000", "--repeat", "2", "--json-lines", "3000")
     assert out.count("json.load (baseline)") == 2, out
-    assert "(lean)" in out and "(heavy)" in out, out
+    # The lean export has few bytes a span (the content-heavy one many).
+    lean = re.search(r"of OTLP JSON \(lean: .+, (\d+) bytes a span\)", out)
+    content = re.search(r"of OTLP JSON \(heavy, with prompt and completion content, (\d+) bytes a span\)", out)
+    assert lean and content and int(lean.group(1)) <= 370 < 1000 < int(content.group(1)), out
     for command in (
         "analyze --format json > FILE",
         "analyze --format json --output",
@@ -66,6 +69,16 @@ def test_cli_benchmark_prints_every_command_as_ratios_to_json_load() -> None:
             out,
             re.M,
         ), (command, out)
+
+
+@pytest.mark.e2e
+def test_cli_benchmark_runs_the_chosen_commands_before_and_after() -> None:
+    # Each command also run by another copy of the package (here the same one).
+    out = bench("bench_cli.py", "--spans", "1000", "--repeat", "1", "--variant", "lean", "--only", "report --html",
+                "--before", str(ROOT))  # fmt: skip
+    assert re.search(r"^  report --html \s+[\d.]+ / ", out, re.M), out
+    assert re.search(r"^  report --html \[before\] \s+[\d.]+ / ", out, re.M), out
+    assert not re.search(r"^  (diff FILE FILE|report --summary-json|analyze)", out, re.M), out
 
 
 @pytest.mark.e2e

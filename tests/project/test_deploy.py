@@ -34,12 +34,12 @@ KUBERNETES_DIR = CONFIG_DIR / "kubernetes"
 KUSTOMIZATION = CONFIG_DIR / "kustomization.yaml"
 COMPOSE_FILE = CONFIG_DIR / "compose.yaml"
 TIER1_CONFIG = CONFIG_DIR / "otelcol-tier1-loadbalancing.yaml"
-README = ROOT / "README.md"
+DEPLOYMENT = ROOT / "docs" / "deployment.md"
 
 IMAGE = "otel-agent-profiler"
 PROFILER = "agent-profiler"  # the Deployment, the headless Service, compose's service: one DNS name
 UPSTREAM = "otelcol"  # tier 3: compose's collector, and the Service the manifests expect
-# The probes of /health/live and /health/ready (README, "Deploy serve"); /health answers without a token.
+# The probes of /health/live and /health/ready (docs/deployment.md, "Deploy serve"); /health answers without a token.
 LIVENESS_PATH = "/health/live"
 READINESS_PATH = "/health/ready"
 
@@ -411,12 +411,12 @@ def test_compose_tier1_runs_the_tier1_config_on_other_host_ports() -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# README
+# The documentation
 
 
-def test_readme_says_how_the_deployment_is_tested() -> None:
-    readme = README.read_text(encoding="utf-8")
-    section = readme.split("### Deploy serve", 1)[1].split("\n## ", 1)[0]
+def test_the_deployment_page_says_how_the_deployment_is_tested() -> None:
+    page = DEPLOYMENT.read_text(encoding="utf-8")
+    section = page.split("## Deploy serve", 1)[1].split("\n## ", 1)[0]
     for needle in (
         "Dockerfile",
         "kustomization.yaml",

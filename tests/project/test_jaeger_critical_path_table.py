@@ -1,4 +1,4 @@
-"""README's table "Against Jaeger's critical path" and the paragraph under it are true.
+"""docs/analysis.md's table "Against Jaeger's critical path" and the paragraph under it are true.
 
 Each row of the table names a shape of trace; the same spans go through Jaeger UI's algorithm
 (:mod:`tests.support.jaeger_ui_critical_path`, written from Jaeger UI's source) and through ours, at Jaeger's
@@ -32,7 +32,7 @@ TOOL = {"gen_ai.operation.name": "execute_tool"}
 
 def readme_table() -> dict[str, str]:
     """The table under "Against Jaeger's critical path": first column -> last column."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "analysis.md").read_text(encoding="utf-8")
     section = text[text.index("**Against Jaeger's critical path.**") :]
     rows = re.findall(r"^\| (.+?) \|.*\| (yes|no) \|$", section.split("\n\n")[1], re.M)
     return dict(rows)

@@ -1,6 +1,6 @@
-"""The package tree is the architecture README describes: its parts, and which part may use which.
+"""The package tree is the architecture the documentation describes: its parts, and which part may use which.
 
-README's "How it is built" table is the source of truth. Each row names a package or a top-level
+The table of docs/architecture.md ("How it is built") is the source of truth. Each row names a package or a top-level
 module and the parts it may import; these tests hold the tree and the imports to it, and keep the
 installed package small and free of test infrastructure.
 """
@@ -17,7 +17,7 @@ import pytest
 from tests.support.paths import ROOT
 
 PACKAGE = ROOT / "otel_agent_profiler"
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+ARCHITECTURE = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 # Anyone may read the version.
 EVERYONE_MAY_USE = {"_version"}
 MAX_TOP_LEVEL_MODULES = 6
@@ -26,12 +26,12 @@ MAX_MODULE_LINES = 700
 
 def _layout_table() -> dict[str, set[str] | None]:
     """Part name -> the parts it may use (None: any part)."""
-    section = README.split("## How it is built", 1)[1].split("\n## ", 1)[0]
+    section = ARCHITECTURE.split("# How it is built", 1)[1].split("\n## ", 1)[0]
     parts: dict[str, set[str] | None] = {}
     for row in re.findall(r"^\| `([^`]+)` \|[^|]*\|([^|]*)\|$", section, re.M):
         name, may_use = row[0].removesuffix("/").removesuffix(".py"), row[1].strip()
         parts[name] = None if may_use == "anything" else set(re.findall(r"`([^`]+)`", may_use))
-    assert parts, 'README has no "How it is built" table'
+    assert parts, 'docs/architecture.md has no "How it is built" table'
     return parts
 
 
@@ -84,7 +84,7 @@ def test_each_part_uses_only_what_readme_allows(part: str) -> None:
                 continue
             used = _part_of(name)
             assert used in {part, *allowed, *EVERYONE_MAY_USE}, (
-                f"{path.relative_to(ROOT)} imports {name}; README says {part} may use only {sorted(allowed)}"
+                f"{path.relative_to(ROOT)} imports {name}; docs/architecture.md lets {part} use only {sorted(allowed)}"
             )
 
 

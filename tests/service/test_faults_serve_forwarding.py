@@ -281,33 +281,9 @@ def _reject_all(request: ExportTraceServiceRequest, body: bytes) -> Answer:
     return 200, {}, response.SerializeToString()
 
 
-class GrpcUpstream:
-    """An OTLP/gRPC upstream that answers every export with a partial success rejecting all its spans."""
-
-    def __init__(self) -> None:
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-
-        def export(request: ExportTraceServiceRequest, context: Any) -> ExportTraceServiceResponse:
-            return ExportTraceServiceResponse.FromString(_reject_all(request, b"")[2])
-
-        handler = grpc.unary_unary_rpc_method_handler(
-            export,
-            request_deserializer=ExportTraceServiceRequest.FromString,
-            response_serializer=ExportTraceServiceResponse.SerializeToString,
-        )
-        self.server.add_generic_rpc_handlers(
-            (
-                grpc.method_handlers_generic_handler(
-                    "opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}
-                ),
-            )
-        )
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        self.server.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+def _rejecting_all(request: ExportTraceServiceRequest, context: Any) -> ExportTraceServiceResponse:
+    """A gRPC upstream's answer: a partial success rejecting every span of the request."""
+    return ExportTraceServiceResponse.FromString(_reject_all(request, b"")[2])
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -315,7 +291,7 @@ def test_spans_rejected_in_a_partial_success_are_counted_and_logged(
     scripted: ScriptedUpstream, protocol: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     scripted.answer = _reject_all
-    grpc_upstream = GrpcUpstream() if protocol == "grpc" else None
+    grpc_upstream = ScriptedGrpcUpstream(_rejecting_all) if protocol == "grpc" else None
     url = grpc_upstream.url if grpc_upstream is not None else scripted.url
     try:
         with caplog.at_level(logging.WARNING), ProfilingService(_config(url, protocol)) as service:
@@ -354,9 +330,12 @@ def test_a_redirect_is_not_followed_and_counts_as_not_delivered(
 
 class ScriptedGrpcUpstream:
     """An OTLP/gRPC upstream (grpcio's server) whose handler is ``answer(request, context)``; it records the time
-    and span ids of every export that reached the handler, and what it took (answered OK)."""
+    and span ids of every export that reached the handler, and what it took (answered OK). ``answer`` aborts the
+    call to refuse it, or returns the response to send (None: an empty one)."""
 
-    def __init__(self, answer: Callable[[ExportTraceServiceRequest, Any], None], **options: Any) -> None:
+    def __init__(
+        self, answer: Callable[[ExportTraceServiceRequest, Any], ExportTraceServiceResponse | None], **options: Any
+    ) -> None:
         self.answer = answer
         self.calls: list[tuple[float, list[bytes]]] = []
         self.delivered: set[bytes] = set()
@@ -367,10 +346,10 @@ class ScriptedGrpcUpstream:
             ids = _span_ids(request)
             with self._lock:
                 self.calls.append((time.monotonic(), ids))
-            self.answer(request, context)  # aborts the call to refuse it
+            response = self.answer(request, context)  # aborts the call to refuse it
             with self._lock:
                 self.delivered.update(ids)
-            return ExportTraceServiceResponse()
+            return response or ExportTraceServiceResponse()
 
         handler = grpc.unary_unary_rpc_method_handler(
             export,

@@ -91,6 +91,17 @@ def _post(port: int, path: str, message: Any) -> int:
     return http_exchange(request)[0]
 
 
+def _forward_everything(config: ServeConfig, upstream: AuthenticatedUpstream) -> dict[str, Any]:
+    """Run ``serve`` with ``config`` until the upstream has the spans sent to it; its health at stop."""
+    service = ProfilingService(config).start()
+    try:
+        _send_everything(service.http_port)
+        wait_until(lambda: upstream.items(TRACES) == SPANS, 10, "the spans upstream")
+    finally:
+        service.stop()
+    return service.health()
+
+
 def _send_everything(http_port: int) -> None:
     assert _post(http_port, TRACES.http_path, _trace()) == 200
     assert _post(http_port, METRICS.http_path, _metrics()) == 200
@@ -126,13 +137,7 @@ def test_every_signal_reaches_an_upstream_that_requires_mutual_tls_and_a_token(
         metrics_interval_s=60,  # the profile metrics go out once, at stop
         pipeline=PipelineConfig(quiet_period_s=0.05),
     )
-    service = ProfilingService(config).start()
-    try:
-        _send_everything(service.http_port)
-        wait_until(lambda: upstream.items(TRACES) == SPANS, 10, "the spans upstream")
-    finally:
-        service.stop()
-    counts = service.health()
+    counts = _forward_everything(config, upstream)
     assert counts["counts"]["forwarded"] == SPANS and counts["counts"]["failed"] == 0
     assert counts["signals"]["metrics"]["forwarded"] == 1 and counts["signals"]["logs"]["forwarded"] == 1
     assert upstream.items(LOGS) == 1 and upstream.refused == 0
@@ -150,6 +155,7 @@ def test_without_the_client_certificate_or_the_token_nothing_is_taken(
     protocol: str, upstream: AuthenticatedUpstream, pki: Pki, caplog: pytest.LogCaptureFixture
 ) -> None:
     url = upstream.grpc_url if protocol == "grpc" else upstream.http_url
+    caplog.set_level(logging.DEBUG)
     # The right token without the client certificate: the TLS handshake fails, and serve keeps retrying.
     no_cert = ServeConfig(
         http_port=0,
@@ -169,9 +175,18 @@ def test_without_the_client_certificate_or_the_token_nothing_is_taken(
     finally:
         service.stop()
     assert service.health()["counts"]["failed"] == SPANS and upstream.items(TRACES) == 0
+    # The log line has what the connection said. Python's TLS names the refused certificate, and the line says
+    # what to check; gRPC's client says only "Socket closed" after this server's refusal (against the real
+    # Collector it says more, see tests/backends/test_serve_to_authenticated_collector.py).
+    if protocol == "http":
+        assert "the TLS connection failed: check the upstream's CA and, if it asks for one, the client certificate" in (
+            caplog.text
+        )
+    else:
+        assert "upstream failed (gRPC UNAVAILABLE: failed to connect to all addresses" in caplog.text
+    caplog.clear()
     # The client certificate with a wrong token: refused for good (401 / UNAUTHENTICATED), counted, logged.
     wrong = "Bearer not-the-right-one-5a6b"
-    caplog.set_level(logging.DEBUG)
     wrong_token = ServeConfig(
         http_port=0,
         grpc_port=0,
@@ -190,7 +205,9 @@ def test_without_the_client_certificate_or_the_token_nothing_is_taken(
     finally:
         service.stop()
     assert upstream.items(TRACES) == 0 and upstream.refused >= 1
-    assert ("HTTP 401" if protocol == "http" else "UNAUTHENTICATED") in caplog.text
+    # With the upstream's own words: the status's reason, or the gRPC status message.
+    refused = "HTTP 401 Unauthorized" if protocol == "http" else "gRPC UNAUTHENTICATED: missing or wrong credentials"
+    assert f"{SPANS} spans not delivered: the upstream rejected them ({refused})" in caplog.text
     assert wrong not in caplog.text and "not-the-right-one" not in caplog.text
 
 
@@ -296,13 +313,7 @@ def test_the_tls_options_beat_the_variables(
         metrics_interval_s=60,
         pipeline=PipelineConfig(quiet_period_s=0.05),
     )
-    service = ProfilingService(config).start()
-    try:
-        _send_everything(service.http_port)
-        wait_until(lambda: upstream.items(TRACES) == SPANS, 10, "the spans upstream")
-    finally:
-        service.stop()
-    health = service.health()
+    health = _forward_everything(config, upstream)
     assert health["counts"]["forwarded"] == SPANS and health["counts"]["failed"] == 0
     assert health["signals"]["metrics"]["forwarded"] == 1 and health["signals"]["logs"]["forwarded"] == 1
     assert "agent_profiler.trace.duration" in _profile_metric_names(upstream)

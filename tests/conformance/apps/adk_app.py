@@ -27,6 +27,11 @@ async def slow_search(query: str) -> str:
     return await common.slow_search_body(query)
 
 
+async def medium_search(query: str) -> str:
+    """Search the medium source."""
+    return await common.medium_search_body(query)
+
+
 async def fast_search(query: str) -> str:
     """Search the fast source."""
     return await common.fast_search_body(query)
@@ -46,7 +51,10 @@ async def run_agent(agent: LlmAgent, question: str, config: RunConfig | None = N
 
 async def agent_run() -> None:
     agent = LlmAgent(
-        name="researcher", model=model(), instruction=common.SYSTEM_PROMPT, tools=[slow_search, fast_search]
+        name="researcher",
+        model=model(),
+        instruction=common.SYSTEM_PROMPT,
+        tools=[slow_search, medium_search, fast_search],
     )
     await run_agent(agent, common.AGENT_QUESTION)
 

@@ -27,6 +27,11 @@ async def slow_search(query: str) -> str:
     return await common.slow_search_body(query)
 
 
+async def medium_search(query: str) -> str:
+    """Search the medium source."""
+    return await common.medium_search_body(query)
+
+
 async def fast_search(query: str) -> str:
     """Search the fast source."""
     return await common.fast_search_body(query)
@@ -43,6 +48,7 @@ async def agent_run() -> None:
         model_client=client,
         tools=[
             FunctionTool(slow_search, description="Search the slow source."),
+            FunctionTool(medium_search, description="Search the medium source."),
             FunctionTool(fast_search, description="Search the fast source."),
         ],
         system_message=common.SYSTEM_PROMPT,

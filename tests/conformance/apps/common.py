@@ -1,11 +1,12 @@
-"""What every conformance app shares: the scripted conversation, the two tools, the telemetry setup.
+"""What every conformance app shares: the scripted conversation, the three tools, the telemetry setup.
 
 An app runs in a framework's virtual environment (not the test suite's), as a user's program would, against
 the bundled fake OpenAI server (``OPENAI_BASE_URL``). Its shape is the same for every source, inside one root
 span ``conformance run``:
 
-1. an agent run: the model asks for ``slow_search`` and ``fast_search`` at once (the fake server's
-   ``[[call: ...]]`` directive), the framework runs both concurrently, then a final model call answers;
+1. an agent run: the model asks for ``slow_search``, ``medium_search`` and ``fast_search`` at once (the fake
+   server's ``[[call: ...]]`` directive), the framework runs the three concurrently (each sleeps a different
+   time, so that only the slowest is on the critical path), then a final model call answers;
 2. a streamed model call.
 
 ``CONFORMANCE_MODE`` says how the profiler gets in: ``processor`` (the app sets the SDK up and calls
@@ -29,13 +30,18 @@ from opentelemetry import trace
 
 MODEL = "o4-mini"
 SLOW_TOOL_S = 0.5
+# far enough from both neighbours that scheduling noise cannot reorder the three
+MEDIUM_TOOL_S = 0.25
 FAST_TOOL_S = 0.05
 ROOT_SPAN = "conformance run"
 
 # Over ~4,200 characters, so that the fake server's prefix cache answers the agent's second call with cached
 # input tokens (the first call, with the same tools and system prompt, fills it).
-SYSTEM_PROMPT = "You are a careful research assistant. Always check both sources before answering. " * 60
-AGENT_QUESTION = "Compare what both sources say about tracing. [[call: slow_search, fast_search]] [[answer_tokens: 24]]"
+SYSTEM_PROMPT = "You are a careful research assistant. Always check every source before answering. " * 60
+AGENT_QUESTION = (
+    "Compare what the three sources say about tracing. "
+    "[[call: slow_search, medium_search, fast_search]] [[answer_tokens: 24]]"
+)
 STREAM_QUESTION = "Summarise the comparison in two sentences. [[answer_tokens: 32]]"
 
 
@@ -56,6 +62,11 @@ async def slow_search_body(query: str) -> str:
     return f"slow source on {query}: tracing shows where the time goes"
 
 
+async def medium_search_body(query: str) -> str:
+    await asyncio.sleep(MEDIUM_TOOL_S)
+    return f"medium source on {query}: a trace is a tree of spans"
+
+
 async def fast_search_body(query: str) -> str:
     await asyncio.sleep(FAST_TOOL_S)
     return f"fast source on {query}: spans nest"
@@ -64,6 +75,11 @@ async def fast_search_body(query: str) -> str:
 def slow_search_sync(query: str) -> str:
     time.sleep(SLOW_TOOL_S)
     return f"slow source on {query}: tracing shows where the time goes"
+
+
+def medium_search_sync(query: str) -> str:
+    time.sleep(MEDIUM_TOOL_S)
+    return f"medium source on {query}: a trace is a tree of spans"
 
 
 def fast_search_sync(query: str) -> str:

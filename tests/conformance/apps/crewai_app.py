@@ -35,6 +35,12 @@ def slow_search(query: str) -> str:
     return common.slow_search_sync(query)
 
 
+@tool("medium_search")
+def medium_search(query: str) -> str:
+    """Search the medium source."""
+    return common.medium_search_sync(query)
+
+
 @tool("fast_search")
 def fast_search(query: str) -> str:
     """Search the fast source."""
@@ -55,7 +61,7 @@ async def agent_run() -> None:
         role="researcher",
         goal="Compare the sources",
         backstory=common.SYSTEM_PROMPT,
-        tools=[slow_search, fast_search],
+        tools=[slow_search, medium_search, fast_search],
         llm=model(),
         max_iter=3,
     )

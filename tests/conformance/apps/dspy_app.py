@@ -1,7 +1,7 @@
 """DSPy on LiteLLM, instrumented by openinference-instrumentation-dspy and openinference-instrumentation-litellm.
 
-The model asks for both tools through DSPy's native function calling (a ``dspy.ToolCalls`` output); the app
-runs the two ``dspy.Tool``s side by side, as a DSPy program does with the calls a predictor returns. DSPy's
+The model asks for the three tools through DSPy's native function calling (a ``dspy.ToolCalls`` output); the app
+runs the three ``dspy.Tool``s side by side, as a DSPy program does with the calls a predictor returns. DSPy's
 adapters parse a model's text answer only when it carries their field markers (``[[ ## answer ## ]]``),
 which the fake server's text does not, so the second call and the streamed call go to ``dspy.LM``
 directly, as DSPy programs also do (the stream through ``dspy.streamify``).
@@ -32,6 +32,11 @@ async def slow_search(query: str) -> str:
     return await common.slow_search_body(query)
 
 
+async def medium_search(query: str) -> str:
+    """Search the medium source."""
+    return await common.medium_search_body(query)
+
+
 async def fast_search(query: str) -> str:
     """Search the fast source."""
     return await common.fast_search_body(query)
@@ -58,7 +63,7 @@ PlanSearches.__doc__ = common.SYSTEM_PROMPT
 
 async def agent_run() -> None:
     lm = model()
-    tools = {tool.name: tool for tool in (dspy.Tool(slow_search), dspy.Tool(fast_search))}
+    tools = {tool.name: tool for tool in (dspy.Tool(slow_search), dspy.Tool(medium_search), dspy.Tool(fast_search))}
     plan = dspy.Predict(PlanSearches)
     with dspy.context(lm=lm, adapter=dspy.ChatAdapter(use_native_function_calling=True)):
         planned = await plan.acall(question=common.AGENT_QUESTION, tools=list(tools.values()))

@@ -37,6 +37,11 @@ def slow_search(query: str) -> str:
     return common.slow_search_sync(query)
 
 
+def medium_search(query: str) -> str:
+    """Search the medium source."""
+    return common.medium_search_sync(query)
+
+
 def fast_search(query: str) -> str:
     """Search the fast source."""
     return common.fast_search_sync(query)
@@ -50,7 +55,11 @@ def agent_run() -> None:
     # the ToolInvoker part of the agent runs a step's tool calls in a thread pool, side by side
     agent = Agent(
         chat_generator=model(),
-        tools=[create_tool_from_function(slow_search), create_tool_from_function(fast_search)],
+        tools=[
+            create_tool_from_function(slow_search),
+            create_tool_from_function(medium_search),
+            create_tool_from_function(fast_search),
+        ],
         system_prompt=common.SYSTEM_PROMPT,
     )
     agent.run(messages=[ChatMessage.from_user(common.AGENT_QUESTION)])

@@ -5,11 +5,11 @@ from __future__ import annotations
 import common
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
-from langgraph_app import fast_search, instrument, model, slow_search, stream_call
+from langgraph_app import fast_search, instrument, medium_search, model, slow_search, stream_call
 
 
 async def agent_run() -> None:
-    agent = create_agent(model(), [slow_search, fast_search], system_prompt=common.SYSTEM_PROMPT)
+    agent = create_agent(model(), [slow_search, medium_search, fast_search], system_prompt=common.SYSTEM_PROMPT)
     await agent.ainvoke({"messages": [HumanMessage(common.AGENT_QUESTION)]})
 
 

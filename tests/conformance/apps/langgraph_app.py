@@ -24,6 +24,12 @@ async def slow_search(query: str) -> str:
 
 
 @tool
+async def medium_search(query: str) -> str:
+    """Search the medium source."""
+    return await common.medium_search_body(query)
+
+
+@tool
 async def fast_search(query: str) -> str:
     """Search the fast source."""
     return await common.fast_search_body(query)
@@ -35,7 +41,9 @@ def model() -> ChatOpenAI:
 
 
 async def agent_run() -> None:
-    agent = create_react_agent(model(), [slow_search, fast_search], prompt=SystemMessage(common.SYSTEM_PROMPT))
+    agent = create_react_agent(
+        model(), [slow_search, medium_search, fast_search], prompt=SystemMessage(common.SYSTEM_PROMPT)
+    )
     await agent.ainvoke({"messages": [HumanMessage(common.AGENT_QUESTION)]})
 
 

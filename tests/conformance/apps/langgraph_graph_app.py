@@ -10,9 +10,9 @@ import common
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph_app import fast_search, instrument, model, slow_search, stream_call
+from langgraph_app import fast_search, instrument, medium_search, model, slow_search, stream_call
 
-TOOLS = {t.name: t for t in (slow_search, fast_search)}
+TOOLS = {t.name: t for t in (slow_search, medium_search, fast_search)}
 
 
 class State(TypedDict):

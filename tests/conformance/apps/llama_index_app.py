@@ -24,6 +24,11 @@ async def slow_search(query: str) -> str:
     return await common.slow_search_body(query)
 
 
+async def medium_search(query: str) -> str:
+    """Search the medium source."""
+    return await common.medium_search_body(query)
+
+
 async def fast_search(query: str) -> str:
     """Search the fast source."""
     return await common.fast_search_body(query)
@@ -37,7 +42,11 @@ def model() -> OpenAI:
 async def agent_run() -> None:
     agent = FunctionAgent(
         name="researcher",
-        tools=[FunctionTool.from_defaults(async_fn=slow_search), FunctionTool.from_defaults(async_fn=fast_search)],
+        tools=[
+            FunctionTool.from_defaults(async_fn=slow_search),
+            FunctionTool.from_defaults(async_fn=medium_search),
+            FunctionTool.from_defaults(async_fn=fast_search),
+        ],
         llm=model(),
         system_prompt=common.SYSTEM_PROMPT,
         streaming=False,  # the agent's calls plain, the streamed call below streamed

@@ -24,6 +24,12 @@ async def slow_search(query: str) -> str:
 
 
 @function_tool
+async def medium_search(query: str) -> str:
+    """Search the medium source."""
+    return await common.medium_search_body(query)
+
+
+@function_tool
 async def fast_search(query: str) -> str:
     """Search the fast source."""
     return await common.fast_search_body(query)
@@ -39,7 +45,7 @@ async def agent_run() -> None:
         name="researcher",
         instructions=common.SYSTEM_PROMPT,
         model=model(),
-        tools=[slow_search, fast_search],
+        tools=[slow_search, medium_search, fast_search],
         model_settings=ModelSettings(parallel_tool_calls=True),
     )
     await Runner.run(agent, common.AGENT_QUESTION)

@@ -28,7 +28,7 @@ TOOLS = [
             "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
         },
     }
-    for name in ("slow_search", "fast_search")
+    for name in ("slow_search", "medium_search", "fast_search")
 ]
 
 
@@ -47,8 +47,9 @@ def instrument() -> None:
 
 
 slow_search = tool("slow_search")(common.slow_search_body)
+medium_search = tool("medium_search")(common.medium_search_body)
 fast_search = tool("fast_search")(common.fast_search_body)
-TOOL_BODIES = {"slow_search": slow_search, "fast_search": fast_search}
+TOOL_BODIES = {"slow_search": slow_search, "medium_search": medium_search, "fast_search": fast_search}
 
 
 async def agent_run() -> None:

@@ -26,6 +26,11 @@ async def agent_run() -> None:
         return await common.slow_search_body(query)
 
     @agent.tool_plain
+    async def medium_search(query: str) -> str:
+        """Search the medium source."""
+        return await common.medium_search_body(query)
+
+    @agent.tool_plain
     async def fast_search(query: str) -> str:
         """Search the fast source."""
         return await common.fast_search_body(query)

@@ -7,6 +7,10 @@ import os
 import common
 from smolagents import OpenAIServerModel, ToolCallingAgent, tool
 
+# A ToolCallingAgent ends only by calling its final_answer tool. smolagents hands the tools' results back to the
+# model in a user message, so each result carries the fake server's directive for the second round: it calls
+# final_answer instead of answering in text.
+
 
 def instrument() -> None:
     if common.zero_code():
@@ -27,6 +31,16 @@ def slow_search(query: str) -> str:
 
 
 @tool
+def medium_search(query: str) -> str:
+    """Search the medium source.
+
+    Args:
+        query: what to look for.
+    """
+    return common.medium_search_sync(query) + " [[call: final_answer]]"
+
+
+@tool
 def fast_search(query: str) -> str:
     """Search the fast source.
 
@@ -36,20 +50,13 @@ def fast_search(query: str) -> str:
     return common.fast_search_sync(query) + " [[call: final_answer]]"
 
 
-# A ToolCallingAgent ends only by calling its final_answer tool: the fake server's second round does that
-# instead of answering in text.
-QUESTION = common.AGENT_QUESTION.replace(
-    "[[call: slow_search, fast_search]]", "[[call: slow_search, fast_search]] [[call: final_answer]]"
-)
-
-
 def model() -> OpenAIServerModel:
     return OpenAIServerModel(common.MODEL, api_base=os.environ["OPENAI_BASE_URL"], api_key=os.environ["OPENAI_API_KEY"])
 
 
 def agent_run() -> None:
     agent = ToolCallingAgent(
-        tools=[slow_search, fast_search],
+        tools=[slow_search, medium_search, fast_search],
         model=model(),
         name="researcher",
         max_steps=3,

@@ -27,6 +27,16 @@ async def slow_search(query: str) -> str:
 
 
 @tool
+async def medium_search(query: str) -> str:
+    """Search the medium source.
+
+    Args:
+        query: What to search for.
+    """
+    return await common.medium_search_body(query)
+
+
+@tool
 async def fast_search(query: str) -> str:
     """Search the fast source.
 
@@ -43,7 +53,10 @@ def model() -> OpenAIModel:
 
 async def agent_run() -> None:
     agent = Agent(
-        model=model(), system_prompt=common.SYSTEM_PROMPT, tools=[slow_search, fast_search], callback_handler=None
+        model=model(),
+        system_prompt=common.SYSTEM_PROMPT,
+        tools=[slow_search, medium_search, fast_search],
+        callback_handler=None,
     )
     await agent.invoke_async(common.AGENT_QUESTION)
 
