@@ -24,6 +24,7 @@ def essential_span_attributes(span: SpanProfile) -> dict[str, Any]:
     values: dict[str, Any] = {
         attr.CATEGORY: span.category,
         attr.SELF_TIME_MS: span.self_time_ns / NS_PER_MS,
+        attr.CRITICAL_PATH_MS: span.critical_path_ns / NS_PER_MS,
         attr.ON_CRITICAL_PATH: span.on_critical_path,
     }
     if span.cost_usd is not None:

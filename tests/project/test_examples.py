@@ -73,8 +73,6 @@ def test_programmatic_example_exports_enriched_spans(rotel_factory: Callable[...
 @pytest.mark.e2e
 def test_parallel_tools_example_puts_only_the_slowest_tool_on_the_critical_path(tmp_path: Path) -> None:
     env = _env(**{**REPORT_ONLY, "OTEL_AGENT_PROFILER_CONSOLE_REPORT": "false", "OTEL_TRACES_EXPORTER": "console"})
-    # The tool's own critical-path time is checked below; by default only roots carry it.
-    env["OTEL_AGENT_PROFILER_SPAN_ATTRIBUTES"] = "all"
     result = _run([INSTRUMENT, sys.executable, "examples/parallel_tools/agent.py"], env)
     decoder = json.JSONDecoder()
     text, spans, index = result.stdout, {}, result.stdout.find("{")
