@@ -184,9 +184,20 @@ def _attributes(table: dict[str, tuple[str, str | None, str]]) -> str:
 
 
 def span_attributes() -> str:
-    from otel_agent_profiler.live.attributes import SPAN_ATTRIBUTES
+    from otel_agent_profiler.live.attributes import ESSENTIAL_SPAN_ATTRIBUTES, SPAN_ATTRIBUTES
 
-    return _attributes(SPAN_ATTRIBUTES)
+    # The last column says which spans get the attribute from the plugin by default.
+    rows = [
+        (
+            f"`{name}`",
+            kind,
+            _cell(unit or ""),
+            _cell(meaning),
+            "always" if name in ESSENTIAL_SPAN_ATTRIBUTES else "roots, or with `all`",
+        )
+        for name, (kind, unit, meaning) in SPAN_ATTRIBUTES.items()
+    ]
+    return _table(("attribute", "type", "unit", "meaning", "on"), rows)
 
 
 def root_attributes() -> str:

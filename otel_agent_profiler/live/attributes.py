@@ -108,6 +108,22 @@ SPAN_ATTRIBUTES: dict[str, tuple[str, str | None, str]] = {
     BACKEND_PREEMPTIONS: ("int", None, "with a server load: requests the server preempted while the call ran"),
 }
 
+#: The span attributes written on every profiled span, whatever ``span_attributes`` says: what
+#: Tempo and Jaeger searches and views use (category, self time, the span's critical-path time and
+#: whether it is on the path) and what the offline
+#: analysis reads back from exported spans and cannot recompute (a call's cost under the price
+#: table it ran with, the inference server's load). The rest of ``SPAN_ATTRIBUTES`` can be
+#: recomputed from the span or its trace (``analyze`` does) and is written on non-root spans only
+#: with ``span_attributes="all"``: each attribute costs the exporter an encoding per span.
+ESSENTIAL_SPAN_ATTRIBUTES = frozenset(
+    {CATEGORY, SELF_TIME_MS, CRITICAL_PATH_MS, ON_CRITICAL_PATH, COST_USD, *BACKEND_ATTRIBUTES}
+)
+
+#: The values of the ``span_attributes`` option.
+ALL = "all"
+ESSENTIAL = "essential"
+SPAN_ATTRIBUTE_SETS = (ESSENTIAL, ALL)
+
 #: Attributes on each root span of a profiled trace: trace totals.
 ROOT_ATTRIBUTES: dict[str, tuple[str, str | None, str]] = {
     TRACE_DURATION_MS: ("double", "ms", "earliest start to latest end of the trace's spans"),

@@ -19,8 +19,24 @@ _TOKEN_KEYS = tuple(
 )
 
 
+def essential_span_attributes(span: SpanProfile) -> dict[str, Any]:
+    """The attributes of ``attr.ESSENTIAL_SPAN_ATTRIBUTES`` that one profiled span has."""
+    values: dict[str, Any] = {
+        attr.CATEGORY: span.category,
+        attr.SELF_TIME_MS: span.self_time_ns / NS_PER_MS,
+        attr.CRITICAL_PATH_MS: span.critical_path_ns / NS_PER_MS,
+        attr.ON_CRITICAL_PATH: span.on_critical_path,
+    }
+    if span.cost_usd is not None:
+        values[attr.COST_USD] = span.cost_usd
+    load = span.backend_load
+    if load is not None:
+        values.update(_load_attributes(load))
+    return values
+
+
 def span_attributes(span: SpanProfile, context_windows: Mapping[str, int] = DEFAULT_CONTEXT_WINDOWS) -> dict[str, Any]:
-    """The ``agent_profiler.*`` attributes of one profiled span (``context_windows``: model -> tokens)."""
+    """All the ``agent_profiler.*`` attributes of one profiled span (``context_windows``: model -> tokens)."""
     values: dict[str, Any] = {
         attr.CATEGORY: span.category,
         attr.OPERATION: span.operation,

@@ -4,7 +4,9 @@ the profile metrics out.
 The plugin and ``serve`` differ in how spans arrive, when a trace is complete and how spans leave
 (an SDK span's enriched copy, a protobuf span's); what a trace's profile is, which
 ``agent_profiler.*`` attributes its spans carry and which metrics it records are decided here,
-once, so that the same spans give the same attributes and metrics through either.
+once, so that the same spans give the same attributes and metrics through either. (The plugin, in
+the application's process, by default writes only the essential attributes on spans other than
+roots, ``all_span_attributes=False``; ``serve`` writes them all.)
 
 Each stage after the analysis can fail alone and costs only what it adds: the calls their
 servers' load, the spans their attributes, the trace its place in the averages or its metrics.
@@ -24,7 +26,7 @@ from ..core.analyze import profile_trace
 from ..core.backend_load import attach_backend_load
 from ..core.profile import TraceProfile
 from ..core.records import SpanRecord
-from .enrichment import span_attributes, trace_attributes
+from .enrichment import essential_span_attributes, span_attributes, trace_attributes
 from .load_history import LoadHistory
 from .profile_metrics import ProfileMetrics
 from .profile_options import ProfileOptions
@@ -71,6 +73,8 @@ class ProfilingStep:
         backend_load: the inference servers' recent samples, when they are polled.
         programs: the per-program averages to add each profile to, if any.
         enrich: whether to compute the span attributes.
+        all_span_attributes: whether every span gets all of ``SPAN_ATTRIBUTES``; otherwise only
+            roots do and the other spans get ``ESSENTIAL_SPAN_ATTRIBUTES``.
     """
 
     options: ProfileOptions
@@ -80,6 +84,7 @@ class ProfilingStep:
     backend_load: LoadHistory | None = None
     programs: ProgramAverages | None = None
     enrich: bool = True
+    all_span_attributes: bool = True
 
     def profile(self, records: Sequence[SpanRecord], *, complete: bool, outcome: str) -> ProfiledTrace:
         """Run the step on the records of one trace (at least one).
@@ -124,15 +129,20 @@ class ProfilingStep:
         roots = {id(root.record) for root in profile.roots}
         totals = trace_attributes(profile, complete=complete)
         windows = self.options.context_windows
+        every_span_all = self.all_span_attributes
         attributes: list[dict[str, Any] | None] = []
         for record in records:
             profiled = by_record.get(id(record))
             if profiled is None:
                 attributes.append(None)
                 continue
-            extra = span_attributes(profiled, windows)
             if id(record) in roots:
+                extra = span_attributes(profiled, windows)
                 extra.update(totals)
+            elif every_span_all:
+                extra = span_attributes(profiled, windows)
+            else:
+                extra = essential_span_attributes(profiled)
             attributes.append(extra)
         return attributes
 

@@ -13,6 +13,7 @@ from typing import Any, TypedDict
 from ..core.analyze import Classifier
 from ..core.context_window import parse_context_windows, with_built_in_context_windows
 from ..core.pricing import PriceTable, parse_prices, with_built_in_prices
+from ..live.attributes import SPAN_ATTRIBUTE_SETS
 from ..live.backend_poller import check_metrics_url
 from ..live.profile_options import CategoryOverrides, ProfileOptions, make_classifier, parse_category_overrides
 from . import environment_variables as env
@@ -35,6 +36,8 @@ class ProfilerConfig:
     context_windows: Mapping[str, int] = field(default_factory=lambda: with_built_in_context_windows(None))
     metrics_enabled: bool = True
     enrich_spans: bool = True
+    #: ``essential`` or ``all``: see ``OTEL_AGENT_PROFILER_SPAN_ATTRIBUTES``.
+    span_attributes: str = "essential"
     console_report: bool = False
     max_operations: int = 100
     max_buffer_bytes: int = 256 * 1024 * 1024
@@ -70,6 +73,8 @@ class ProfilerOptions(TypedDict, total=False):
     context_windows: Mapping[str, int] | str | Path | None
     metrics_enabled: bool | None
     enrich_spans: bool | None
+    #: ``"essential"`` or ``"all"``: which attributes spans other than roots get.
+    span_attributes: str | None
     console_report: bool | None
     max_operations: int | None
     max_buffer_bytes: int | None
@@ -133,6 +138,13 @@ def _parse_prices(value: Any) -> PriceTable:
     return with_built_in_prices(parse_prices(value))
 
 
+def _parse_span_attributes(value: Any) -> str:
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text not in SPAN_ATTRIBUTE_SETS:
+        raise ValueError(f"expected {' or '.join(SPAN_ATTRIBUTE_SETS)}, got {value!r}")
+    return str(text)
+
+
 def _parse_metrics_urls(value: Any) -> tuple[str, ...]:
     items = value.split(",") if isinstance(value, str) else value
     try:
@@ -154,6 +166,7 @@ _OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     ),
     "metrics_enabled": (env.OTEL_AGENT_PROFILER_METRICS, _parse_bool),
     "enrich_spans": (env.OTEL_AGENT_PROFILER_ENRICH_SPANS, _parse_bool),
+    "span_attributes": (env.OTEL_AGENT_PROFILER_SPAN_ATTRIBUTES, _parse_span_attributes),
     "console_report": (env.OTEL_AGENT_PROFILER_CONSOLE_REPORT, _parse_bool),
     "max_operations": (env.OTEL_AGENT_PROFILER_MAX_OPERATIONS, _parse_positive_int),
     "max_buffer_bytes": (env.OTEL_AGENT_PROFILER_MAX_BUFFER_BYTES, _parse_positive_int),

@@ -44,6 +44,13 @@ OTEL_AGENT_PROFILER_METRICS = "OTEL_AGENT_PROFILER_METRICS"
 OTEL_AGENT_PROFILER_ENRICH_SPANS = "OTEL_AGENT_PROFILER_ENRICH_SPANS"
 """``true`` (default) or ``false``: add ``agent_profiler.*`` attributes to exported spans."""
 
+OTEL_AGENT_PROFILER_SPAN_ATTRIBUTES = "OTEL_AGENT_PROFILER_SPAN_ATTRIBUTES"
+"""``essential`` (default) or ``all``: which ``agent_profiler.*`` attributes spans other than a
+trace's roots get. ``essential``: the category, self time, the span's critical-path time and
+whether it is on the critical path, a priced call's cost and an inference server's load; ``all``
+adds the operation, time to first token, context-window use and an LLM call's server phases. Roots
+always get all of them and the trace's totals."""
+
 OTEL_AGENT_PROFILER_CONSOLE_REPORT = "OTEL_AGENT_PROFILER_CONSOLE_REPORT"
 """``true`` or ``false`` (default): print a report of the profiled traces to standard error when
 the process exits."""

@@ -41,6 +41,7 @@ from ..adapters.sdk_spans import records_from_spans
 from ..core.profile import TraceProfile
 from ..core.records import SpanRecord
 from ..errors import handle_internal_errors, report_internal_error
+from ..live.attributes import ALL as ALL_SPAN_ATTRIBUTES
 from ..live.attributes import EXPORTED_EARLY
 from ..live.backend_poller import BackendPoller
 from ..live.profile_metrics import ProfileMetrics
@@ -125,6 +126,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             _report_profiling_error,
             metrics=self._profile_metrics,
             enrich=self.config.enrich_spans,
+            all_span_attributes=self.config.span_attributes == ALL_SPAN_ATTRIBUTES,
         )
         # A trace is profiled when its id's low 64 bits are under the bound; at a rate of 1 the
         # bound is past every such value, so one comparison decides for every rate.

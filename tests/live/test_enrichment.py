@@ -56,6 +56,8 @@ class Pipeline:
         self.originals = InMemorySpanExporter()
         limits = options.pop("span_limits", None)
         resource = options.pop("resource", None)
+        # Every attribute's value is checked here; the default ("essential") has its own tests.
+        options.setdefault("span_attributes", "all")
         self.profiler = AgentProfilerSpanProcessor(
             downstream=[SimpleSpanProcessor(self.exporter)], metrics_enabled=False, **options
         )
@@ -220,6 +222,49 @@ def test_exported_values_with_prices_equal_the_cores_profile(pipeline: Callable[
     assert root.attributes[attr.TRACE_COST_USD] == pytest.approx(first + answer + embedding)
     for name in ("execute_tool book", "POST /book", "retrieve hotels", "load memory"):
         assert attr.COST_USD not in by_name[name].attributes
+
+
+def _exported_profile_attributes(
+    pipeline: Callable[..., Pipeline], **options: Any
+) -> list[tuple[bool, dict[str, Any], dict[str, Any]]]:
+    """For each span of a priced varied trace: whether it is a root, its exported ``agent_profiler.*``
+    attributes and all those the documentation lists for it."""
+    p = pipeline(prices=PRICES, **options)
+    varied_trace(p.tracer)
+    exported, originals = p.run()
+    spans = []
+    for profile in profile_records(
+        records_from_spans(list(originals.values())), prices=PriceTable.from_mapping(PRICES)
+    ):
+        roots = {root.span_id for root in profile.roots}
+        for span_id, values in expected_of(profile, True).items():
+            actual = exported[int(span_id, 16)].attributes or {}
+            spans.append((span_id in roots, {k: v for k, v in actual.items() if k.startswith(PREFIX)}, values))
+    return spans
+
+
+def test_by_default_only_roots_get_every_attribute_and_other_spans_the_essential_ones(
+    pipeline: Callable[..., Pipeline],
+) -> None:
+    # None: the option left to its environment variable (cleared here), then the default.
+    spans = _exported_profile_attributes(pipeline, span_attributes=None)
+    assert sum(is_root for is_root, _, _ in spans) == 1 and len(spans) == 8
+    for is_root, actual, documented in spans:
+        if is_root:
+            assert actual == documented
+        else:
+            assert actual == {k: v for k, v in documented.items() if k in attr.ESSENTIAL_SPAN_ATTRIBUTES}
+            assert attr.OPERATION not in actual and attr.CRITICAL_PATH_MS in actual
+    # The essential set includes a priced call's cost, which the offline analysis reads back.
+    assert any(attr.COST_USD in actual for is_root, actual, _ in spans if not is_root)
+
+
+def test_span_attributes_all_in_the_environment_puts_every_attribute_on_every_span(
+    pipeline: Callable[..., Pipeline], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_AGENT_PROFILER_SPAN_ATTRIBUTES", "all")
+    for _, actual, documented in _exported_profile_attributes(pipeline, span_attributes=None):
+        assert actual == documented
 
 
 def test_known_values_of_a_small_trace(pipeline: Callable[..., Pipeline]) -> None:

@@ -178,6 +178,8 @@ def _through_the_plugin() -> tuple[list[ReadableSpan], dict[int, Attributes], Ma
         meter_provider=MeterProvider(metric_readers=[reader]),
         category_overrides=OVERRIDES,
         prices=PRICES,
+        # serve writes every attribute on every span; the plugin does with this option.
+        span_attributes="all",
     )
     provider = TracerProvider(resource=Resource({"service.name": "agents"}), shutdown_on_exit=False)
     provider.add_span_processor(SimpleSpanProcessor(originals))

@@ -193,6 +193,8 @@ def profiled_run(phoenix: Phoenix) -> Iterator[ProfiledRun]:
                 "app",
                 OTEL_EXPORTER_OTLP_ENDPOINT=rotel.grpc_url,
                 OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={project}",
+                # Every attribute of every span is checked against the core's analysis below.
+                OTEL_AGENT_PROFILER_SPAN_ATTRIBUTES="all",
             )
         yield ProfiledRun(app, rotel, project, trace_spans(rotel, app.trace_id))
     finally:

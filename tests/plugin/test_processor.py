@@ -109,6 +109,9 @@ def make_rig() -> Iterator[Callable[..., Rig]]:
         originals = InMemorySpanExporter()
         reader = InMemoryMetricReader()
         meter_provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+        # These tests check every attribute's value, so spans get them all; what the default
+        # ("essential") leaves out of non-root spans has its own tests.
+        options.setdefault("span_attributes", "all")
         profiler = AgentProfilerSpanProcessor(
             downstream=[*downstream, SimpleSpanProcessor(exporter)], meter_provider=meter_provider, **options
         )

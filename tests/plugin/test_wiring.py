@@ -442,21 +442,26 @@ def _assert_enriched_once(stdout: str) -> dict[str, dict[str, Any]]:
     names = sorted(s["name"] for s in spans)
     assert names == ["chat gpt-4o", "execute_tool search", "invoke_agent planner"], names
     by_name = {s["name"]: s for s in spans}
+    optional = {
+        attr.TIME_TO_FIRST_TOKEN_MS,
+        attr.COST_USD,
+        attr.CONTEXT_WINDOW_USE,
+        *attr.LLM_PHASE_ATTRIBUTES,
+        *attr.BACKEND_ATTRIBUTES,
+    }
     for span in spans:
-        optional = {
-            attr.TIME_TO_FIRST_TOKEN_MS,
-            attr.COST_USD,
-            attr.CONTEXT_WINDOW_USE,
-            *attr.LLM_PHASE_ATTRIBUTES,
-            *attr.BACKEND_ATTRIBUTES,
-        }
-        for key in set(attr.SPAN_ATTRIBUTES) - optional:
+        # The default: the root gets every attribute, the other spans the essential ones.
+        is_root = span["name"] == "invoke_agent planner"
+        expected = set(attr.SPAN_ATTRIBUTES) if is_root else attr.ESSENTIAL_SPAN_ATTRIBUTES
+        for key in expected - optional:
             assert key in span["attributes"], (span["name"], key)
+        if not is_root:
+            assert attr.OPERATION not in span["attributes"], span["name"]
     root = by_name["invoke_agent planner"]["attributes"]
     assert root[attr.TRACE_SPAN_COUNT] == 3
     assert root[attr.TRACE_COMPLETE] is True
     assert by_name["chat gpt-4o"]["attributes"][attr.CATEGORY] == "llm"
-    assert by_name["chat gpt-4o"]["attributes"][attr.OPERATION] == "gpt-4o"
+    assert root[attr.OPERATION] == "planner"
     assert by_name["execute_tool search"]["attributes"][attr.CATEGORY] == "tool"
     return by_name
 

@@ -105,6 +105,15 @@ def test_live_realistic_benchmark_prints_process_and_application_thread_ratios_t
 
 
 @pytest.mark.e2e
+def test_live_attributes_benchmark_prints_both_settings_and_essential_adds_fewer_attributes() -> None:
+    out = bench("bench_live_attributes.py", "--traces", "10", "--repeat", "1")
+    assert "120 spans (10 agent traces of 12 spans)" in out, out
+    added = {mode: float(count) for mode, count in re.findall(r"span_attributes=(\w+): ([\d.]+) attributes added", out)}
+    assert set(added) == {"all", "essential"} and added["essential"] < added["all"], out
+    assert len(re.findall(r"^ +OTLP encoding of the copies +[\d.]+ / +[\d.]+ us/span$", out, re.M)) == 2, out
+
+
+@pytest.mark.e2e
 def test_demo_overhead_benchmark_prints_the_ratio() -> None:
     out = bench("bench_demo_overhead.py", "--runs", "1")
     assert re.search(r"wall-clock overhead [+-]\d+\.\d\d%", out), out

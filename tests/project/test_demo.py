@@ -45,7 +45,12 @@ def test_demo_exports_enriched_spans_and_metrics_when_an_endpoint_is_set(
     rotel_factory: Callable[..., Rotel],
 ) -> None:
     rotel = rotel_factory()
-    env = _demo_env(OTEL_EXPORTER_OTLP_ENDPOINT=rotel.grpc_url, OTEL_METRIC_EXPORT_INTERVAL="500")
+    # Each span's operation is the reference for the metric's count below; by default only roots carry it.
+    env = _demo_env(
+        OTEL_EXPORTER_OTLP_ENDPOINT=rotel.grpc_url,
+        OTEL_METRIC_EXPORT_INTERVAL="500",
+        OTEL_AGENT_PROFILER_SPAN_ATTRIBUTES="all",
+    )
     result = subprocess.run(DEMO, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"exporting spans and metrics over OTLP to {rotel.grpc_url}" in result.stderr

@@ -313,6 +313,15 @@ def test_the_attribute_tables_list_exactly_the_span_attributes_the_code_adds() -
     assert _documented(page, "carries the trace's totals:") == set(ROOT_ATTRIBUTES)
 
 
+def test_the_attribute_table_marks_exactly_the_essential_span_attributes_always() -> None:
+    from otel_agent_profiler.live.attributes import ESSENTIAL_SPAN_ATTRIBUTES
+
+    section = _page("reference/attributes.md").split("Every profiled span:", 1)[1]
+    table = section[section.index("\n|") :].split("\n\n", 1)[0]
+    always = set(re.findall(r"^\| `([^`]+)` \|.*\| always \|$", table, re.M))
+    assert always == ESSENTIAL_SPAN_ATTRIBUTES
+
+
 def test_the_metrics_table_lists_exactly_the_metrics_the_code_records() -> None:
     from otel_agent_profiler.live.profile_metrics import METRICS
 

@@ -184,7 +184,8 @@ def test_prefill_grows_with_uncached_prompt_tokens_and_the_prefix_cache_cuts_it(
 def test_live_processor_splits_the_call_and_the_phases_add_up():
     exported = InMemorySpanExporter()
     provider = TracerProvider(shutdown_on_exit=False)
-    profiler = AgentProfilerSpanProcessor(downstream=[SimpleSpanProcessor(exported)])
+    # The phases are on the LLM spans, which carry them with "all" (by default only roots do).
+    profiler = AgentProfilerSpanProcessor(downstream=[SimpleSpanProcessor(exported)], span_attributes="all")
     provider.add_span_processor(profiler)
     tracer = provider.get_tracer("test")
     http_client = httpx2.Client()
