@@ -562,6 +562,8 @@ def test_profile_metrics_scraped_by_prometheus(
             OTEL_METRICS_EXPORTER="prometheus",
             OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1",
             OTEL_EXPORTER_PROMETHEUS_PORT=str(port),
+            # Each span's operation is the reference for the metrics' labels below.
+            OTEL_AGENT_PROFILER_SPAN_ATTRIBUTES="all",
             E2E_LINGER_S="60",  # an upper bound: SIGTERM ends the wait once Prometheus has what it needs
         )
         with stdout_path.open("w") as out, stderr_path.open("w") as err:
