@@ -41,8 +41,7 @@ from ..adapters.sdk_spans import records_from_spans
 from ..core.profile import TraceProfile
 from ..core.records import SpanRecord
 from ..errors import handle_internal_errors, report_internal_error
-from ..live.attributes import ALL as ALL_SPAN_ATTRIBUTES
-from ..live.attributes import EXPORTED_EARLY
+from ..live.attributes import ALL as ALL_SPAN_ATTRIBUTES, EXPORTED_EARLY
 from ..live.backend_poller import BackendPoller
 from ..live.profile_metrics import ProfileMetrics
 from ..live.profiling import ProfilingStep
