@@ -29,7 +29,9 @@ every span reached the collector. Reported per span: the process's CPU time (eve
 application's, the profiler's worker, the batch processor's, gRPC's) and the CPU time of the
 thread that creates the spans, min and median over the runs, and each as a ratio to the bare
 pipeline's (min to min, median to median). The goals: at most +0.6x process CPU and +0.10x on
-the application thread.
+the application thread. Where Linux shows each thread's CPU time (``/proc/self/task``), also
+the profiler's worker and the batch processor's thread (which encodes and sends the spans): where
+the rest of the extra CPU goes.
 
     python benchmarks/bench_live_realistic.py [--spans 24000] [--repeat 5] [--variants all] [--before DIR]
 """
@@ -42,6 +44,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -250,12 +253,14 @@ def _run(variant: str, endpoint: str, spans: int) -> dict[str, Any]:
     flush()
     warm_exported = exporter.exported
     traces = spans // SPANS_PER_TRACE
+    threads_started = _thread_cpu_s()
     process_started = time.process_time()
     thread_started = time.thread_time()
     make(traces, WARM_UP_TRACES)
     app_thread = time.thread_time() - thread_started
     flush()
     process = time.process_time() - process_started
+    threads = {name: cpu - threads_started.get(name, 0.0) for name, cpu in _thread_cpu_s().items()}
     result = {
         "variant": variant,
         "spans": traces * SPANS_PER_TRACE,
@@ -263,12 +268,37 @@ def _run(variant: str, endpoint: str, spans: int) -> dict[str, Any]:
         "failed": exporter.failed,
         "app_thread_s": app_thread,
         "process_s": process,
+        "worker_s": threads.get(WORKER_THREAD),
+        "exporter_s": threads.get(EXPORTER_THREAD),
         "profiled_traces": None if profiler is None else profiler._profiled_traces,
     }
     provider.shutdown()
     if meter_provider is not None:
         meter_provider.shutdown()
     return result
+
+
+WORKER_THREAD = "otel-agent-profiler"
+EXPORTER_THREAD = "batch processor"
+
+
+def _thread_cpu_s() -> dict[str, float]:
+    """CPU seconds of the profiler's worker and the batch processor's thread, from Linux's
+    ``/proc/self/task/<id>/stat`` (user and system time); empty where there is none."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    found: dict[str, float] = {}
+    for thread in threading.enumerate():
+        # The SDK names its thread OtelBatchSpanProcessor or OtelBatchSpanRecordProcessor by version.
+        name = EXPORTER_THREAD if thread.name.startswith("OtelBatchSpan") else thread.name
+        if name not in (WORKER_THREAD, EXPORTER_THREAD):
+            continue
+        try:
+            with open(f"/proc/self/task/{thread.native_id}/stat", encoding="ascii") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        found[name] = found.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return found
 
 
 # -- the comparison -----------------------------------------------------------------------------
@@ -359,6 +389,15 @@ def main() -> int:
         if variant != BARE:
             line += _ratios(app, base["app_thread_s"], GOAL_APP_THREAD_EXTRA)
         print(line)
+        for key, what in (("worker_s", "profiler's worker "), ("exporter_s", "exporting thread  ")):
+            values = [run[key] for run in runs[variant] if run.get(key) is not None]
+            if len(values) == len(runs[variant]):
+                line = f"    {what} {min(values) * per:6.1f} / {statistics.median(values) * per:6.1f} us/span"
+                bare = [run.get(key) for run in runs[BARE]]
+                if key == "exporter_s" and variant != BARE and None not in bare:
+                    line += f" ({min(values) / min(bare) - 1:+.2f}x / "
+                    line += f"{statistics.median(values) / statistics.median(bare) - 1:+.2f}x over bare)"
+                print(line)
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
     return 0
