@@ -181,6 +181,9 @@ def _analyzed(
 ) -> ShardedAnalysis:
     workers = workers_for(options.workers, parted.spans)
     text = options.format == "text"
+    # The text report shows a trace in detail only with --all; of the others, it reads its findings
+    # in the summary alone (the traces it shows are profiled again, with their findings in full).
+    for_summary = text and not options.every_trace
 
     def shard(index: int) -> tuple[list[_Trace], list[str]]:
         profiles, lines = profiles_of_shard(parted, index, prices=prices)
@@ -188,7 +191,11 @@ def _analyzed(
         for profile in profiles:
             # One recorded schedule for every projection of the trace: its findings' and their combined one.
             schedule = RecordedSchedule(profile) if options.findings else None
-            found = find_all(profile, options.finding_options, schedule=schedule) if options.findings else None
+            found = (
+                find_all(profile, options.finding_options, schedule=schedule, for_summary=for_summary)
+                if options.findings
+                else None
+            )
             what_if = what_ifs_together(profile, options.what_if) if options.what_if else None
             payload: bytes | None = None
             if not text:
