@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ..adapters.files import TraceFile
 from ..core.fast_pickle import pickled_by_fields
@@ -53,16 +53,28 @@ def encode_trace(
     *,
     schedule: RecordedSchedule | None = None,
 ) -> Encoded:
-    """One trace of the JSON document, encoded: the profile (each LLM call's share of its
-    ``context_windows``), its findings and its what-if. ``schedule``: the one the findings were
-    made with, if at hand (see ``find_all``)."""
+    """One trace of the JSON document, encoded (``trace_json``, indented as ``write_document`` indents it)."""
+    return Encoded(pretty(trace_json(profile, findings, what_if, context_windows, schedule=schedule), 2))
+
+
+def trace_json(
+    profile: TraceProfile,
+    findings: list[Finding] | None,
+    what_if: WhatIfProjection | None,
+    context_windows: Mapping[str, int],
+    *,
+    schedule: RecordedSchedule | None = None,
+) -> dict[str, Any]:
+    """One trace of the JSON document: the profile (each LLM call's share of its ``context_windows``),
+    its findings and its what-if. ``schedule``: the one the findings were made with, if at hand (see
+    ``find_all``)."""
     trace = trace_document(profile, context_windows)
     if findings is not None:
         trace["findings"] = [finding.to_dict() for finding in findings]
         trace["combined_projection"] = combined_projection(profile, findings, schedule=schedule).to_dict()
     if what_if is not None:
         trace["what_if"] = what_if.to_dict()
-    return Encoded(pretty(trace, 2))
+    return trace
 
 
 @pickled_by_fields
