@@ -25,7 +25,7 @@ from .llm_timing import (
     find_llm_timing,
     find_prefix_cache,
 )
-from .parallelization import PARALLELIZABLE, find_parallelization
+from .parallelization import PARALLELIZABLE, find_parallelization, find_parallelization_for_summary
 from .repeated_tool_calls import REPEATED_TOOL_CALL, find_repeated_tool_calls
 from .tokens_and_budgets import (
     BUDGET_EXCEEDED,
@@ -65,6 +65,7 @@ REGISTRY: tuple[FindingKind, ...] = (
         across_traces="{calls_of_named} ran one after another though nothing made them wait for each other",
         change=Change.START_TOGETHER,
         across_traces_assumed="{calls_of_named} ran one after another with no recorded data flow between them",
+        summary_finder=find_parallelization_for_summary,
     ),
     FindingKind(
         REPEATED_TOOL_CALL,
