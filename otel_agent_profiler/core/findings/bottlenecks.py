@@ -9,7 +9,7 @@ from ..call_anatomy import calls_of
 from ..categories import AGENT, EMBEDDING, INTERNAL, LLM, RETRIEVAL, TOOL
 from ..model_facts import cheaper_models
 from ..profile import SpanProfile, TraceProfile
-from ..projection import RecordedSchedule
+from ..projection import RecordedSchedule, projected_durations_scaled_ns
 from .base import (
     DEFAULT_OPTIONS,
     Finding,
@@ -74,14 +74,15 @@ def find_bottlenecks_for_summary(
     same findings, each with the same saving, suggestion, operation, category and span ids, but no
     title, evidence or caveat and only the names of the spans in ``where``.
 
-    The wording is most of the cost of a bottleneck besides its projection, and a summary reads
-    none of it. Except where ``rank`` needs it: findings of one kind with equal savings are ordered
-    by their titles, so a bottleneck whose saving another one shares is worded in full.
+    The wording is most of the cost of a bottleneck besides its projections, and a summary reads
+    none of it, nor the projection of the spans twice as fast (evidence), so neither is made. Except
+    where ``rank`` needs them: findings of one kind with equal savings are ordered by their titles,
+    so a bottleneck whose saving another one shares is measured and worded in full.
     """
-    measured = _measured_bottlenecks(profile, options, schedule)
+    measured = _measured_bottlenecks(profile, options, schedule, halved=False)
     savings = Counter(bottleneck.saving for bottleneck in measured)
     return [
-        _bottleneck(profile, bottleneck, profile.critical_path_ns)
+        _bottleneck(profile, _measure(profile, bottleneck.spans, bottleneck.scope, schedule), profile.critical_path_ns)
         if savings[bottleneck.saving] > 1
         else _unworded(bottleneck)
         for bottleneck in measured
@@ -89,19 +90,20 @@ def find_bottlenecks_for_summary(
 
 
 def _measured_bottlenecks(
-    profile: TraceProfile, options: FindingOptions, schedule: RecordedSchedule | None
+    profile: TraceProfile, options: FindingOptions, schedule: RecordedSchedule | None, *, halved: bool = True
 ) -> list[_Measured]:
-    """The top spans, then the top operations (each not one of those spans), by critical-path time, measured."""
+    """The top spans, then the top operations (each not one of those spans), by critical-path time,
+    measured (``halved``: twice as fast too)."""
     ranked = sorted(
         (s for s in profile.spans if s.critical_path_ns > 0),
         key=lambda s: (-s.critical_path_ns, s.start_ns, s.record.span_id),
     )[: options.top_n]
-    measured = [_measure(profile, [span], "span", schedule) for span in ranked]
+    measured = [_measure(profile, [span], "span", schedule, halved=halved) for span in ranked]
     reported = {(span,) for span in ranked}
     for _, spans in _top_operations(profile, options.top_n):
         if tuple(spans) in reported:
             continue  # the operation is one span, already reported as such
-        measured.append(_measure(profile, spans, "operation", schedule))
+        measured.append(_measure(profile, spans, "operation", schedule, halved=halved))
     return measured
 
 
@@ -198,11 +200,12 @@ class _Measured:
     critical: int
     #: The part of ``critical`` that is gaps between the spans' children (see ``_measure``).
     waiting: int
-    #: Projected durations without the spans' own time and with it halved, and their savings.
+    #: Projected durations without the spans' own time and with it halved, and their savings; the
+    #: halved one None when it was not measured (``_measure``).
     removed: int
     saving: int
-    halved: int
-    saving_2x: int
+    halved: int | None
+    saving_2x: int | None
     #: The distinct calls among the spans, and those holding critical-path time.
     calls: list[SpanProfile]
     holding: list[SpanProfile]
@@ -214,17 +217,31 @@ class _Measured:
 
 
 def _measure(
-    profile: TraceProfile, spans: list[SpanProfile], scope: str, schedule: RecordedSchedule | None
+    profile: TraceProfile,
+    spans: list[SpanProfile],
+    scope: str,
+    schedule: RecordedSchedule | None,
+    *,
+    halved: bool = True,
 ) -> _Measured:
+    """A bottleneck's numbers; ``halved=False`` leaves out the projection of its spans twice as fast."""
     critical = sum(s.critical_path_ns for s in spans)
     # Critical-path time a span holds while one of its children runs is a gap between children
     # (the next one started late), not its own code: only the rest is blamed on the code.
     waiting = sum(s.critical_path_waiting_ns for s in spans)
     own = critical - waiting
-    removed, saving, halved, saving_2x = _removed_and_halved(profile, spans, schedule)
+    twice_as_fast: int | None = None
+    saving_2x: int | None = None
+    if halved:
+        removed, saving, twice_as_fast, saving_2x = _removed_and_halved(profile, spans, schedule)
+    else:
+        (removed,) = projected_durations_scaled_ns(profile, spans, (0.0,), schedule=schedule)
+        saving = profile.duration_ns - removed
     if waiting > 0:
         # The projection removes the gaps too; removing the code's time saves at most that time.
-        saving, saving_2x = min(saving, own), min(saving_2x, own // 2)
+        saving = min(saving, own)
+        if saving_2x is not None:
+            saving_2x = min(saving_2x, own // 2)
     first = spans[0]
     # An inference server's span (and the HTTP span above it) is part of its client's call.
     calls = calls_of(spans)
@@ -235,7 +252,9 @@ def _measure(
         suggestion: str | None = _GAP_SUGGESTION.format(name=first.name)
     else:
         suggestion = _suggestion(first.category, first.operation, calls) if saving > 0 else None
-    return _Measured(spans, scope, critical, waiting, removed, saving, halved, saving_2x, calls, holding, suggestion)
+    return _Measured(
+        spans, scope, critical, waiting, removed, saving, twice_as_fast, saving_2x, calls, holding, suggestion
+    )
 
 
 def _unworded(bottleneck: _Measured) -> Finding:
@@ -253,8 +272,10 @@ def _unworded(bottleneck: _Measured) -> Finding:
 
 
 def _bottleneck(profile: TraceProfile, bottleneck: _Measured, trace_critical: int) -> Finding:
+    """The bottleneck in words; ``bottleneck`` measured in full (``halved``)."""
     spans, critical, waiting, own = bottleneck.spans, bottleneck.critical, bottleneck.waiting, bottleneck.own
     saving, saving_2x, calls, holding = bottleneck.saving, bottleneck.saving_2x, bottleneck.calls, bottleneck.holding
+    assert saving_2x is not None, "a bottleneck is put in words measured in full"
     share = _share(critical, trace_critical)
     first = spans[0]
     subject = _subject(first.category, first.operation, len(calls), own_code=own > 0)
