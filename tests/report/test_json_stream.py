@@ -186,3 +186,11 @@ def test_the_summary_written_a_trace_at_a_time_is_the_built_summary(many_traces:
     with out.open("wb") as stream:
         write_summary(stream, loaded.profiles, findings, **options)
     assert out.read_bytes() == msgspec.json.encode(build_summary(loaded.profiles, findings, **options)) + b"\n"
+
+
+def test_a_second_process_writes_many_small_pieces(tmp_path: Path) -> None:
+    items = [{} for _ in range(5_000)]
+    out = tmp_path / "out.json"
+    with out.open("wb") as stream:
+        write_document(stream, "traces", iter(items), {}, second_process=True)
+    assert out.read_text(encoding="utf-8") == json.dumps({"traces": items}, indent=2) + "\n"
