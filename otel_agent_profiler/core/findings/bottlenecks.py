@@ -60,7 +60,6 @@ def find_bottlenecks(
 ) -> list[Finding]:
     """The top spans and operations by critical-path time, with the saving of removing their
     own time (``saving_ns``) and of making it 2x faster."""
-    # The trace's critical path, summed over its spans once rather than for every finding.
     trace_critical = profile.critical_path_ns
     return [
         _bottleneck(profile, measured, trace_critical) for measured in _measured_bottlenecks(profile, options, schedule)
