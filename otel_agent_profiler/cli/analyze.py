@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from ..core.findings import Finding, WhatIfProjection
     from ..offline.analysis import InMemoryAnalysis
     from ..offline.options import AnalyzeOptions
-    from ..report.json_stream import Encoded
 
 HELP = "profile the traces in exported trace files or a trace store"
 DESCRIPTION = (
@@ -150,19 +149,19 @@ def _prefix_cache_text(candidates: list[Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _encoded_traces(
+def _trace_documents(
     profiles: list[TraceProfile],
     findings: dict[str, list[Finding]] | None,
     projected: Mapping[str, WhatIfProjection],
     context_windows: Mapping[str, int],
-) -> Iterator[Encoded]:
+) -> Iterator[dict[str, Any]]:
     # One at a time, as they are written: the whole document would take more memory than the profiles.
     # Here, not in the workers: sending the text back costs about what encoding it does.
-    from ..offline.on_disk import encode_trace
+    from ..offline.on_disk import trace_json
 
     for profile in profiles:
         found = findings[profile.trace_id] if findings is not None else None
-        yield encode_trace(profile, found, projected.get(profile.trace_id), context_windows)
+        yield trace_json(profile, found, projected.get(profile.trace_id), context_windows)
 
 
 def analyze_options(args: argparse.Namespace, context_windows: Mapping[str, int]) -> AnalyzeOptions:
@@ -225,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
 def _write_report(done: InMemoryAnalysis, options: AnalyzeOptions, output: str | None) -> tuple[bool, int]:
     """Write the report of traces profiled in memory: whether it was written, and the budget overruns."""
     from ..core.split_traces import cross_trace_totals, find_split_llm_calls
+    from ..offline.workers import workers_for
     from ..report.cross_trace import render_many_traces
     from ..report.json_stream import write_document
 
@@ -239,15 +239,11 @@ def _write_report(done: InMemoryAnalysis, options: AnalyzeOptions, output: str |
         }
         if options.prefix_cache:
             rest["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
-        # Written a trace at a time.
+        documents = _trace_documents(profiles, findings, projected, options.finding_options.context_windows)
+        # Written a trace at a time; with a core to spare, indented and written by a second process.
+        second_process = workers_for(options.workers, sum(profile.span_count for profile in profiles)) > 1
         written = write_streamed(
-            output,
-            lambda out: write_document(
-                out,
-                "traces",
-                _encoded_traces(profiles, findings, projected, options.finding_options.context_windows),
-                rest,
-            ),
+            output, lambda out: write_document(out, "traces", documents, rest, second_process=second_process)
         )
         if not written:
             return False, 0

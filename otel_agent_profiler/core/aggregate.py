@@ -155,18 +155,22 @@ def aggregate(profile: TraceProfile, prices: PriceTable | None = None, recorded:
     # operation totals, with far fewer additions than per span.
     categories = profile.categories
     tokens_by_model = profile.tokens_by_model
+    critical_path_ns = 0
     for (category, operation), op in operations.items():
         stats = categories[category]
         stats.count += op.count
         stats.duration_ns += op.duration_ns
         stats.self_time_ns += op.self_time_ns
         stats.critical_path_ns += op.critical_path_ns
+        critical_path_ns += op.critical_path_ns
         if (category == LLM or category == EMBEDDING) and not op.tokens.is_empty():
             profile.tokens.add(op.tokens)
             model_usage = tokens_by_model.get(operation)
             if model_usage is None:
                 model_usage = tokens_by_model[operation] = TokenUsage()
             model_usage.add(op.tokens)
+    # The trace's too: every span's time is in one operation's.
+    profile.summed_critical_path_ns = critical_path_ns
 
 
 def _add_cost(

@@ -213,6 +213,10 @@ class TraceProfile:
     #: The inference servers' metrics sampled while the trace ran, when they were polled
     #: (``core.backend_load.attach_backend_load``); the report draws them as a load track.
     backend_samples: list[LoadSample] = field(default_factory=list)
+    #: ``critical_path_ns`` as ``aggregate`` added it up, from the category totals; None before (or for
+    #: a profile made without it): then added up over the spans at each read. The spans' critical-path
+    #: times are set before ``aggregate`` runs and never change after it.
+    summed_critical_path_ns: int | None = field(default=None, repr=False, compare=False)
 
     @property
     def duration_ns(self) -> int:
@@ -222,7 +226,8 @@ class TraceProfile:
     @property
     def critical_path_ns(self) -> int:
         """Sum of every span's critical-path time: the roots' durations, added up."""
-        return sum(span.critical_path_ns for span in self.spans)
+        summed = self.summed_critical_path_ns
+        return summed if summed is not None else sum(span.critical_path_ns for span in self.spans)
 
     @property
     def span_count(self) -> int:

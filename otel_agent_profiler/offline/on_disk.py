@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ..adapters.files import TraceFile
 from ..core.fast_pickle import pickled_by_fields
@@ -53,16 +53,28 @@ def encode_trace(
     *,
     schedule: RecordedSchedule | None = None,
 ) -> Encoded:
-    """One trace of the JSON document, encoded: the profile (each LLM call's share of its
-    ``context_windows``), its findings and its what-if. ``schedule``: the one the findings were
-    made with, if at hand (see ``find_all``)."""
+    """One trace of the JSON document, encoded (``trace_json``, indented as ``write_document`` indents it)."""
+    return Encoded(pretty(trace_json(profile, findings, what_if, context_windows, schedule=schedule), 2))
+
+
+def trace_json(
+    profile: TraceProfile,
+    findings: list[Finding] | None,
+    what_if: WhatIfProjection | None,
+    context_windows: Mapping[str, int],
+    *,
+    schedule: RecordedSchedule | None = None,
+) -> dict[str, Any]:
+    """One trace of the JSON document: the profile (each LLM call's share of its ``context_windows``),
+    its findings and its what-if. ``schedule``: the one the findings were made with, if at hand (see
+    ``find_all``)."""
     trace = trace_document(profile, context_windows)
     if findings is not None:
         trace["findings"] = [finding.to_dict() for finding in findings]
         trace["combined_projection"] = combined_projection(profile, findings, schedule=schedule).to_dict()
     if what_if is not None:
         trace["what_if"] = what_if.to_dict()
-    return Encoded(pretty(trace, 2))
+    return trace
 
 
 @pickled_by_fields
@@ -181,6 +193,9 @@ def _analyzed(
 ) -> ShardedAnalysis:
     workers = workers_for(options.workers, parted.spans)
     text = options.format == "text"
+    # The text report shows a trace in detail only with --all; of the others, it reads its findings
+    # in the summary alone (the traces it shows are profiled again, with their findings in full).
+    for_summary = text and not options.every_trace
 
     def shard(index: int) -> tuple[list[_Trace], list[str]]:
         profiles, lines = profiles_of_shard(parted, index, prices=prices)
@@ -188,7 +203,11 @@ def _analyzed(
         for profile in profiles:
             # One recorded schedule for every projection of the trace: its findings' and their combined one.
             schedule = RecordedSchedule(profile) if options.findings else None
-            found = find_all(profile, options.finding_options, schedule=schedule) if options.findings else None
+            found = (
+                find_all(profile, options.finding_options, schedule=schedule, for_summary=for_summary)
+                if options.findings
+                else None
+            )
             what_if = what_ifs_together(profile, options.what_if) if options.what_if else None
             payload: bytes | None = None
             if not text:

@@ -11,30 +11,17 @@ rather than ``\\uXXXX`` escapes and a few floats are spelled differently (``0.00
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 import msgspec
 
+from .json_indenter import PieceWriter, indented, indenting_process, nested
+
 _encode = msgspec.json.Encoder().encode
 #: ``value`` as compact JSON (what ``msgspec.json.encode`` writes).
 encode_compact = _encode
-
-
-def _nested(value: Any, depth: int) -> Any:
-    for _ in range(depth):
-        value = [value]
-    return value
-
-
-def _framing(depth: int) -> tuple[int, int]:
-    """How many bytes the lists of ``_nested(value, depth)`` add before and after the value, formatted."""
-    before, after = msgspec.json.format(_encode(_nested(0, depth)), indent=2).split(b"0")
-    return len(before), len(after)
-
-
-#: By depth: the bytes to cut from the front and the back of a formatted ``_nested(value, depth)``.
-_FRAMING = {depth: _framing(depth) for depth in range(4)}
 
 
 def pretty(value: Any, depth: int = 0) -> bytes:
@@ -44,11 +31,7 @@ def pretty(value: Any, depth: int = 0) -> bytes:
     """
     if not depth:
         return msgspec.json.format(_encode(value), indent=2)
-    # Formatted inside ``depth`` lists, the value comes out indented as deep as it will be written:
-    # cutting the lists' brackets off is cheaper than indenting every line of it again.
-    front, back = _FRAMING.get(depth) or _framing(depth)
-    text = msgspec.json.format(_encode(_nested(value, depth)), indent=2)
-    return text[front : len(text) - back]
+    return indented(_encode(nested(value, depth)), depth)
 
 
 class Encoded(bytes):
@@ -56,25 +39,51 @@ class Encoded(bytes):
     ``pretty(item, depth)`` for :func:`write_document`, compact for :func:`write_compact_document`."""
 
 
-def write_document(out: BinaryIO, streamed_key: str, items: Iterable[Any], rest: dict[str, Any]) -> None:
+def write_document(
+    out: BinaryIO, streamed_key: str, items: Iterable[Any], rest: dict[str, Any], *, second_process: bool = False
+) -> None:
     """Write ``{streamed_key: [*items], **rest}`` to ``out``, indented by two spaces, then a newline.
 
     ``items`` is consumed one at a time and each item is written before the next is asked for, so
     a generator that builds them keeps one item in memory, not the whole list. An ``Encoded``
     item is written as it is: it must be ``pretty(item, 2)``.
+
+    ``second_process``: the pieces are indented and written by a second process, which this one
+    sends their compact JSON (``json_indenter.indenting_process``): indenting a large document costs
+    about what encoding it does. The bytes are the same. Where no second process can write to
+    ``out`` (it has no file descriptor), the pieces are indented here.
     """
-    out.write(b'{\n  "' + streamed_key.encode("ascii") + b'": [')
-    separator = b"\n    "
-    empty = True
-    for item in items:
-        out.write(separator)
-        out.write(item if isinstance(item, Encoded) else pretty(item, 2))
-        separator = b",\n    "
-        empty = False
-    out.write(b"]" if empty else b"\n  ]")
-    for key, value in rest.items():
-        out.write(b",\n  " + _encode(key) + b": " + pretty(value, 1))
-    out.write(b"\n}\n")
+    with _piece_writer(out, second_process) as write:
+        write(b'{\n  "' + streamed_key.encode("ascii") + b'": [', None)
+        separator = b"\n    "
+        empty = True
+        for item in items:
+            write(separator, None)
+            if isinstance(item, Encoded):
+                write(item, None)
+            else:
+                write(_encode(nested(item, 2)), 2)
+            separator = b",\n    "
+            empty = False
+        write(b"]" if empty else b"\n  ]", None)
+        for key, value in rest.items():
+            write(b",\n  " + _encode(key) + b": ", None)
+            write(_encode(nested(value, 1)), 1)
+        write(b"\n}\n", None)
+
+
+@contextmanager
+def _piece_writer(out: BinaryIO, second_process: bool) -> Iterator[PieceWriter]:
+    if second_process:
+        with indenting_process(out) as send:
+            if send is not None:
+                yield send
+                return
+
+    def write(piece: bytes, depth: int | None) -> None:
+        out.write(piece if depth is None else indented(piece, depth))
+
+    yield write
 
 
 def write_compact_document(out: BinaryIO, document: dict[str, Any], streamed_key: str) -> None:

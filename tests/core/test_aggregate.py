@@ -6,8 +6,10 @@ All expected numbers are worked out by hand in integer nanoseconds.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
 
 from otel_agent_profiler.core import CATEGORIES, CategoryStats, TokenUsage
+from tests.core.test_projection import span_trees
 from tests.support.span_builders import by_name, profile, span, with_events
 
 # --- span helpers -----------------------------------------------------------------------------
@@ -540,3 +542,11 @@ def test_time_to_first_token_of_streaming_calls() -> None:
     assert nodes["attr"].time_to_first_token_ns == 50_000_000
     assert nodes["plain"].time_to_first_token_ns is None
     assert [nodes[n].streaming for n in ("stream", "attr", "plain")] == [True, True, False]
+
+
+@settings(max_examples=100, deadline=None)
+@given(span_trees(messy=True))
+def test_the_trace_critical_path_summed_by_aggregate_is_its_spans_sum(records: list) -> None:
+    trace = profile(records)
+    assert trace.summed_critical_path_ns is not None
+    assert trace.critical_path_ns == sum(span.critical_path_ns for span in trace.spans)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,7 @@ from otel_agent_profiler.core import profiles_to_dict
 from otel_agent_profiler.core.findings import combined_projection, find_all
 from otel_agent_profiler.core.split_traces import cross_trace_totals, find_split_llm_calls
 from otel_agent_profiler.offline import load_profiles
-from otel_agent_profiler.report.json_stream import pretty, write_compact_document, write_document
+from otel_agent_profiler.report.json_stream import Encoded, pretty, write_compact_document, write_document
 from otel_agent_profiler.report.summary import build_summary, cross_run_statistics, write_summary
 
 NESTED = {"a": [], "b": {}, "c": [1, 2.5, None, True, {"d": "e", "f": [[], {}]}], "g": 'quote " and \\ and \n'}
@@ -31,13 +35,47 @@ NESTED = {"a": [], "b": {}, "c": [1, 2.5, None, True, {"d": "e", "f": [[], {}]}]
         ([NESTED, {"trace_id": "ab", "spans": [NESTED, NESTED]}, {}], {"files": [{"path": "p", "problems": []}]}),
     ],
 )
+@pytest.mark.parametrize("second_process", [False, True], ids=["here", "second process"])
 def test_write_document_writes_what_json_dumps_indent_2_writes(
-    items: list[Any], rest: dict[str, Any], tmp_path: Path
+    items: list[Any], rest: dict[str, Any], second_process: bool, tmp_path: Path
 ) -> None:
     out = tmp_path / "out.json"
     with out.open("wb") as stream:
-        write_document(stream, "traces", iter(items), rest)
+        stream.write(b"")  # nothing buffered yet; what is comes first (see the next test)
+        write_document(stream, "traces", iter(items), rest, second_process=second_process)
     assert out.read_text(encoding="utf-8") == json.dumps({"traces": items, **rest}, indent=2) + "\n"
+
+
+def test_a_second_process_writes_after_what_was_buffered_and_the_pieces_already_encoded(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    with out.open("wb") as stream:
+        stream.write(b"before\n")
+        write_document(stream, "t", iter([Encoded(pretty(NESTED, 2)), NESTED]), {"r": NESTED}, second_process=True)
+        stream.write(b"after\n")
+    expected = "before\n" + json.dumps({"t": [NESTED, NESTED], "r": NESTED}, indent=2) + "\nafter\n"
+    assert out.read_text(encoding="utf-8") == expected
+
+
+def test_a_stream_without_a_file_descriptor_is_written_here() -> None:
+    stream = io.BytesIO()
+    write_document(stream, "traces", iter([NESTED]), {}, second_process=True)
+    assert json.loads(stream.getvalue()) == {"traces": [NESTED]}
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_what_the_second_process_cannot_write_raises_its_error_here() -> None:
+    with open("/dev/full", "wb") as stream, pytest.raises(OSError) as raised:
+        write_document(stream, "traces", iter([NESTED] * 100), {}, second_process=True)
+    assert raised.value.errno == errno.ENOSPC
+
+
+def test_an_error_building_the_document_stops_the_second_process(tmp_path: Path) -> None:
+    def items() -> Iterator[Any]:
+        yield NESTED
+        raise KeyError("built wrong")
+
+    with (tmp_path / "out.json").open("wb") as stream, pytest.raises(KeyError):
+        write_document(stream, "traces", items(), {}, second_process=True)
 
 
 def test_pretty_indents_nested_lines_only() -> None:
@@ -95,6 +133,15 @@ def test_analyze_json_streamed_to_a_file_equals_the_in_memory_document(
     assert out.read_text(encoding="utf-8").startswith('{\n  "traces": [\n    {\n      "trace_id": ')
 
 
+def test_analyze_json_indented_by_a_second_process_is_the_same_bytes(many_traces: Path, tmp_path: Path) -> None:
+    written = {}
+    for workers in ("1", "2"):
+        out = tmp_path / f"report-{workers}.json"
+        assert main(["analyze", "--format", "json", "--workers", workers, "-o", str(out), str(many_traces)]) == 0
+        written[workers] = out.read_bytes()
+    assert written["2"] == written["1"]
+
+
 def test_analyze_json_streamed_to_standard_output_equals_the_in_memory_document(
     many_traces: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -139,3 +186,11 @@ def test_the_summary_written_a_trace_at_a_time_is_the_built_summary(many_traces:
     with out.open("wb") as stream:
         write_summary(stream, loaded.profiles, findings, **options)
     assert out.read_bytes() == msgspec.json.encode(build_summary(loaded.profiles, findings, **options)) + b"\n"
+
+
+def test_a_second_process_writes_many_small_pieces(tmp_path: Path) -> None:
+    items = [{} for _ in range(5_000)]
+    out = tmp_path / "out.json"
+    with out.open("wb") as stream:
+        write_document(stream, "traces", iter(items), {}, second_process=True)
+    assert out.read_text(encoding="utf-8") == json.dumps({"traces": items}, indent=2) + "\n"

@@ -6,12 +6,16 @@ from ..profile import TraceProfile
 from ..projection import RecordedSchedule
 from .base import DEFAULT_OPTIONS, Finding, FindingOptions
 from .ranking import rank
-from .registry import FINDERS
+from .registry import FINDERS, SUMMARY_FINDERS
 from .rests_on import ASSUMED_NO_RECORDED_FLOW, ESTIMATED_TIMING
 
 
 def find_all(
-    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+    profile: TraceProfile,
+    options: FindingOptions = DEFAULT_OPTIONS,
+    *,
+    schedule: RecordedSchedule | None = None,
+    for_summary: bool = False,
 ) -> list[Finding]:
     """The findings on the trace worth acting on: budget overruns, then the largest saving first (then by kind,
     then title).
@@ -23,10 +27,16 @@ def find_all(
     Every projection of the trace starts from one ``RecordedSchedule``: ``schedule`` if given (a
     caller that projects the trace again, for ``combined_projection``, builds it and passes it to
     both), else one built here.
+
+    ``for_summary``: for a summary across traces, which reads of each finding only its kind, saving,
+    operation, category, the names of its spans (``where``), what it rests on, and a budget overrun
+    whole. The same findings come out, in the same order, but kinds with a ``summary_finder`` leave
+    out the rest of their wording (titles, evidence, caveats), most of their cost; so do the
+    ``details`` that the findings they fold into get from them.
     """
     schedule = schedule if schedule is not None else RecordedSchedule(profile)
     findings: list[Finding] = []
-    for finder in FINDERS:
+    for finder in SUMMARY_FINDERS if for_summary else FINDERS:
         findings.extend(finder(profile, options, schedule=schedule))
     mark_estimated_timing(profile, findings)
     return rank(profile, findings, options)

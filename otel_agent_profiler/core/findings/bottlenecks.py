@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
+
 from ..call_anatomy import calls_of
 from ..categories import AGENT, EMBEDDING, INTERNAL, LLM, RETRIEVAL, TOOL
 from ..model_facts import cheaper_models
 from ..profile import SpanProfile, TraceProfile
-from ..projection import RecordedSchedule
+from ..projection import RecordedSchedule, projected_durations_scaled_ns
 from .base import (
     DEFAULT_OPTIONS,
     Finding,
     FindingOptions,
     _at,
+    _by_start,
     _percent,
     _removed_and_halved,
     _share,
@@ -56,19 +60,50 @@ def find_bottlenecks(
 ) -> list[Finding]:
     """The top spans and operations by critical-path time, with the saving of removing their
     own time (``saving_ns``) and of making it 2x faster."""
+    trace_critical = profile.critical_path_ns
+    return [
+        _bottleneck(profile, measured, trace_critical) for measured in _measured_bottlenecks(profile, options, schedule)
+    ]
+
+
+def find_bottlenecks_for_summary(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
+    """``find_bottlenecks`` for a summary across traces (``find_all(..., for_summary=True)``): the
+    same findings, each with the same saving, suggestion, operation, category and span ids, but no
+    title, evidence or caveat and only the names of the spans in ``where``.
+
+    The wording is most of the cost of a bottleneck besides its projections, and a summary reads
+    none of it, nor the projection of the spans twice as fast (evidence), so neither is made. Except
+    where ``rank`` needs them: findings of one kind with equal savings are ordered by their titles,
+    so a bottleneck whose saving another one shares is measured and worded in full.
+    """
+    measured = _measured_bottlenecks(profile, options, schedule, halved=False)
+    savings = Counter(bottleneck.saving for bottleneck in measured)
+    return [
+        _bottleneck(profile, _measure(profile, bottleneck.spans, bottleneck.scope, schedule), profile.critical_path_ns)
+        if savings[bottleneck.saving] > 1
+        else _unworded(bottleneck)
+        for bottleneck in measured
+    ]
+
+
+def _measured_bottlenecks(
+    profile: TraceProfile, options: FindingOptions, schedule: RecordedSchedule | None, *, halved: bool = True
+) -> list[_Measured]:
+    """The top spans, then the top operations (each not one of those spans), by critical-path time,
+    measured (``halved``: twice as fast too)."""
     ranked = sorted(
         (s for s in profile.spans if s.critical_path_ns > 0),
         key=lambda s: (-s.critical_path_ns, s.start_ns, s.record.span_id),
     )[: options.top_n]
-    # The trace's critical path, summed over its spans once rather than for every finding.
-    trace_critical = profile.critical_path_ns
-    findings = [_bottleneck(profile, [span], "span", schedule, trace_critical) for span in ranked]
+    measured = [_measure(profile, [span], "span", schedule, halved=halved) for span in ranked]
     reported = {(span,) for span in ranked}
     for _, spans in _top_operations(profile, options.top_n):
         if tuple(spans) in reported:
             continue  # the operation is one span, already reported as such
-        findings.append(_bottleneck(profile, spans, "operation", schedule, trace_critical))
-    return findings
+        measured.append(_measure(profile, spans, "operation", schedule, halved=halved))
+    return measured
 
 
 def _top_operations(profile: TraceProfile, top_n: int) -> list[tuple[tuple[str, str], list[SpanProfile]]]:
@@ -154,35 +189,100 @@ def _savings_sentence(held_ns: int, saving: int, saving_2x: int, pronoun: str) -
     )
 
 
-def _bottleneck(
+@dataclass(slots=True)
+class _Measured:
+    """The numbers of a bottleneck, before it is put in words."""
+
+    spans: list[SpanProfile]
+    #: "span" or "operation".
+    scope: str
+    critical: int
+    #: The part of ``critical`` that is gaps between the spans' children (see ``_measure``).
+    waiting: int
+    #: Projected durations without the spans' own time and with it halved, and their savings; the
+    #: halved one None when it was not measured (``_measure``).
+    removed: int
+    saving: int
+    halved: int | None
+    saving_2x: int | None
+    #: The distinct calls among the spans, and those holding critical-path time.
+    calls: list[SpanProfile]
+    holding: list[SpanProfile]
+    suggestion: str | None
+
+    @property
+    def own(self) -> int:
+        return self.critical - self.waiting
+
+
+def _measure(
     profile: TraceProfile,
     spans: list[SpanProfile],
     scope: str,
     schedule: RecordedSchedule | None,
-    trace_critical: int,
-) -> Finding:
+    *,
+    halved: bool = True,
+) -> _Measured:
+    """A bottleneck's numbers; ``halved=False`` leaves out the projection of its spans twice as fast."""
     critical = sum(s.critical_path_ns for s in spans)
     # Critical-path time a span holds while one of its children runs is a gap between children
     # (the next one started late), not its own code: only the rest is blamed on the code.
     waiting = sum(s.critical_path_waiting_ns for s in spans)
     own = critical - waiting
-    removed, saving, halved, saving_2x = _removed_and_halved(profile, spans, schedule)
+    twice_as_fast: int | None = None
+    saving_2x: int | None = None
+    if halved:
+        removed, saving, twice_as_fast, saving_2x = _removed_and_halved(profile, spans, schedule)
+    else:
+        (removed,) = projected_durations_scaled_ns(profile, spans, (0.0,), schedule=schedule)
+        saving = profile.duration_ns - removed
     if waiting > 0:
         # The projection removes the gaps too; removing the code's time saves at most that time.
-        saving, saving_2x = min(saving, own), min(saving_2x, own // 2)
-    share = _share(critical, trace_critical)
+        saving = min(saving, own)
+        if saving_2x is not None:
+            saving_2x = min(saving_2x, own // 2)
     first = spans[0]
     # An inference server's span (and the HTTP span above it) is part of its client's call.
     calls = calls_of(spans)
+    # In a fan-out only the slowest calls hold critical-path time: name those, not all of them.
+    on_path = [s for s in spans if s.critical_path_ns > 0]
+    holding = (calls if len(on_path) == len(spans) else calls_of(on_path)) or calls
+    if waiting > 0 and own == 0:
+        suggestion: str | None = _GAP_SUGGESTION.format(name=first.name)
+    else:
+        suggestion = _suggestion(first.category, first.operation, calls) if saving > 0 else None
+    return _Measured(
+        spans, scope, critical, waiting, removed, saving, twice_as_fast, saving_2x, calls, holding, suggestion
+    )
+
+
+def _unworded(bottleneck: _Measured) -> Finding:
+    first = bottleneck.spans[0]
+    return Finding(
+        kind=BOTTLENECK,
+        title="",
+        suggestion=bottleneck.suggestion,
+        where=[{"name": span.name} for span in _by_start(bottleneck.holding)],
+        saving_ns=bottleneck.saving,
+        span_ids=tuple(s.record.span_id for s in bottleneck.spans),
+        operation=first.operation,
+        category=first.category,
+    )
+
+
+def _bottleneck(profile: TraceProfile, bottleneck: _Measured, trace_critical: int) -> Finding:
+    """The bottleneck in words; ``bottleneck`` measured in full (``halved``)."""
+    spans, critical, waiting, own = bottleneck.spans, bottleneck.critical, bottleneck.waiting, bottleneck.own
+    saving, saving_2x, calls, holding = bottleneck.saving, bottleneck.saving_2x, bottleneck.calls, bottleneck.holding
+    assert saving_2x is not None, "a bottleneck is put in words measured in full"
+    share = _share(critical, trace_critical)
+    first = spans[0]
     subject = _subject(first.category, first.operation, len(calls), own_code=own > 0)
     if len(spans) == 1:
         # One span: say which one, as the span tree and the waterfall show it.
         if first.operation not in first.name:
             subject += f" '{first.name}'"
         subject += f" {_at(profile, first)}"
-    # In a fan-out only the slowest calls hold critical-path time: name those, not all of them.
-    on_path = [s for s in spans if s.critical_path_ns > 0]
-    holding = (calls if len(on_path) == len(spans) else calls_of(on_path)) or calls
     if len(calls) > 1 and len(holding) < len(calls):
         subject += f" ({len(holding)} of them on the critical path)"
     verb = "hold" if len(calls) > 1 and first.category != AGENT else "holds"
@@ -192,25 +292,22 @@ def _bottleneck(
             f"{subject} {verb} {format_duration(critical)} of the critical path "
             f"({_percent(critical / trace_critical)}): " + _savings_sentence(critical, saving, saving_2x, pronoun)
         )
-        suggestion = _suggestion(first.category, first.operation, calls) if saving > 0 else None
     elif own == 0:
         title = (
             f"{subject} {verb} {format_duration(critical)} of the critical path "
             f"({_percent(critical / trace_critical)}) only as gaps between its children, not in its own "
             f"code: a child was still running throughout while the next one had not started."
         )
-        suggestion = _GAP_SUGGESTION.format(name=first.name)
     else:
         title = (
             f"{subject} {verb} {format_duration(own)} of the critical path "
             f"({_percent(own / trace_critical)}), and {format_duration(waiting)} more as gaps between "
             f"its children while one of them was still running: " + _savings_sentence(own, saving, saving_2x, pronoun)
         )
-        suggestion = _suggestion(first.category, first.operation, calls) if saving > 0 else None
     return Finding(
         kind=BOTTLENECK,
         title=title,
-        suggestion=suggestion,
+        suggestion=bottleneck.suggestion,
         where=where(profile, holding),
         saving_ns=saving,
         span_ids=tuple(s.record.span_id for s in spans),
@@ -218,15 +315,15 @@ def _bottleneck(
         category=first.category,
         caveat=overrun_caveat(profile, spans),
         evidence={
-            "scope": scope,
+            "scope": bottleneck.scope,
             "spans": len(spans),
             "critical_path_ns": critical,
             "critical_path_share": share,
             "critical_path_waiting_ns": waiting,
             "self_time_ns": sum(s.self_time_ns for s in spans),
             "duration_ns": profile.duration_ns,
-            "projected_duration_without_ns": removed,
-            "projected_duration_2x_faster_ns": halved,
+            "projected_duration_without_ns": bottleneck.removed,
+            "projected_duration_2x_faster_ns": bottleneck.halved,
             "saving_if_2x_faster_ns": saving_2x,
         },
     )

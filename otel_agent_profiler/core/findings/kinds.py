@@ -103,6 +103,9 @@ class FindingKind:
     #: Its saving is all of its spans' time, what they hold rather than what a change would save: the
     #: cross-trace report says "a median of 1.2 s per trace" rather than "median saving 1.2 s".
     saving_is_held_time: bool = False
+    #: The finder ``find_all(..., for_summary=True)`` runs instead of ``finder``: the same findings for a
+    #: summary across traces, without the wording it reads none of (see ``find_all``); ``None``: ``finder``.
+    summary_finder: Finder | None = None
 
     @property
     def family_kind(self) -> str:

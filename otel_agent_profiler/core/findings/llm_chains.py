@@ -39,7 +39,39 @@ def find_sequential_llm_chains(
 ) -> list[Finding]:
     """At least ``min_llm_chain`` sibling LLM calls one after another, none overlapping the next
     (other steps may run between them): a round trip each."""
-    findings: list[Finding] = []
+    return [_chain_finding(profile, parent, run, schedule) for parent, run in _chains(profile, options)]
+
+
+def find_sequential_llm_chains_for_summary(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
+    """``find_sequential_llm_chains`` for a summary across traces (``find_all(..., for_summary=True)``):
+    the same findings without title or evidence, and only the names of the spans in ``where``;
+    their evidence is most of their cost (a projection each).
+
+    A chain saves nothing, so ``rank`` orders the chains of a trace by their titles: when there
+    are several, they are made in full.
+    """
+    chains = _chains(profile, options)
+    if len(chains) > 1:
+        return [_chain_finding(profile, parent, run, schedule) for parent, run in chains]
+    return [
+        Finding(
+            kind=SEQUENTIAL_LLM_CHAIN,
+            title="",
+            suggestion=_SUGGESTION,
+            where=[{"name": span.name} for span in run],
+            span_ids=tuple(s.record.span_id for s in run),
+            operation=_operation(run),
+            category=LLM,
+        )
+        for _, run in chains
+    ]
+
+
+def _chains(profile: TraceProfile, options: FindingOptions) -> list[tuple[SpanProfile, list[SpanProfile]]]:
+    """Each chain long enough to report, with the parent of its calls."""
+    chains = []
     for parent in profile.spans:
         if len(parent.children) < 2:
             continue  # no chain of calls
@@ -47,8 +79,24 @@ def find_sequential_llm_chains(
         llm_children = llm_calls_among(parent.children)
         for run in _sequential_runs(llm_children):
             if len(run) >= max(options.min_llm_chain, 2):
-                findings.append(_chain_finding(profile, parent, run, schedule))
-    return findings
+                chains.append((parent, run))
+    return chains
+
+
+def _models(run: list[SpanProfile]) -> list[str]:
+    return sorted({s.model or s.operation for s in run})
+
+
+def _operation(run: list[SpanProfile]) -> str | None:
+    """The model of a chain's calls, when they share one."""
+    models = _models(run)
+    return models[0] if len(models) == 1 else None
+
+
+_SUGGESTION = (
+    "Merge steps that need no separate round trip into one prompt, "
+    "and run the calls that do not need each other's answers together."
+)
 
 
 def _chain_finding(
@@ -61,7 +109,7 @@ def _chain_finding(
         if span.tokens is not None:
             usage.add(span.tokens)
     _, saving_2x = _projected(profile, _with_descendants(run), 0.5, schedule=schedule)
-    models = sorted({s.model or s.operation for s in run})
+    models = _models(run)
     return Finding(
         kind=SEQUENTIAL_LLM_CHAIN,
         title=(
@@ -69,13 +117,10 @@ def _chain_finding(
             f"{format_duration(llm_ns)} in the calls, from the first one's start to the last one's end "
             f"{format_duration(chain_ns)} ({_percent(_share(chain_ns, profile.duration_ns))} of the trace)."
         ),
-        suggestion=(
-            "Merge steps that need no separate round trip into one prompt, "
-            "and run the calls that do not need each other's answers together."
-        ),
+        suggestion=_SUGGESTION,
         where=where(profile, run),
         span_ids=tuple(s.record.span_id for s in run),
-        operation=models[0] if len(models) == 1 else None,
+        operation=_operation(run),
         category=LLM,
         evidence={
             "calls": len(run),

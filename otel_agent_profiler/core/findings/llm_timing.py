@@ -100,10 +100,80 @@ def find_llm_gaps(
 ) -> list[Finding]:
     """Time between consecutive LLM calls of one agent (a span's LLM children one after another):
     how much of it other steps (tools, retrievals, ...) cover, and how much is the agent's own."""
+    found = _llm_gaps(profile)
     gaps: list[JSONValue] = []
     span_ids: list[str] = []
     spans: dict[str, SpanProfile] = {}
     total = total_covered = 0
+    for parent, before, after, covered in found:
+        gap = after.start_ns - before.end_ns
+        total += gap
+        total_covered += covered
+        span_ids.extend((before.record.span_id, after.record.span_id))
+        spans.update({before.record.span_id: before, after.record.span_id: after})
+        gaps.append(
+            {
+                "parent_span_id": parent.record.span_id,
+                "after_span_id": before.record.span_id,
+                "before_span_id": after.record.span_id,
+                "gap_ns": gap,
+                "other_steps_ns": covered,
+                "own_ns": gap - covered,
+            }
+        )
+    if total <= 0:
+        # Calls back to back: no time passed between them, so there is nothing to report.
+        return []
+    own = total - total_covered
+    return [
+        Finding(
+            kind=LLM_GAPS,
+            title=(
+                f"{format_duration(total)} passed between consecutive LLM calls "
+                f"({_plural(len(gaps), 'gap')}): {format_duration(total_covered)} in tools and other steps, "
+                f"{format_duration(own)} in the agents' own code."
+            ),
+            suggestion=_gaps_suggestion(profile, options, total, own),
+            where=where(profile, spans.values()),
+            span_ids=tuple(dict.fromkeys(span_ids)),
+            category=LLM,
+            evidence={
+                "gaps": gaps,
+                "gap_ns": total,
+                "other_steps_ns": total_covered,
+                "own_ns": total - total_covered,
+                "trace_share": _share(total, profile.duration_ns),
+            },
+        )
+    ]
+
+
+def find_llm_gaps_for_summary(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
+    """``find_llm_gaps`` for a summary across traces (``find_all(..., for_summary=True)``): the same
+    finding without title, evidence or ``where`` (the summary groups it by its kind alone)."""
+    found = _llm_gaps(profile)
+    total = sum(after.start_ns - before.end_ns for _, before, after, _ in found)
+    if total <= 0:
+        return []
+    own = total - sum(covered for _, _, _, covered in found)
+    span_ids = (span.record.span_id for _, before, after, _ in found for span in (before, after))
+    return [
+        Finding(
+            kind=LLM_GAPS,
+            title="",
+            suggestion=_gaps_suggestion(profile, options, total, own),
+            span_ids=tuple(dict.fromkeys(span_ids)),
+            category=LLM,
+        )
+    ]
+
+
+def _llm_gaps(profile: TraceProfile) -> list[tuple[SpanProfile, SpanProfile, SpanProfile, int]]:
+    """Each gap between consecutive LLM calls of one span: the span, the calls before and after the
+    gap, and how much of it the span's other steps cover."""
+    gaps = []
     for parent in profile.spans:
         if len(parent.children) < 2:
             continue  # no consecutive calls
@@ -119,52 +189,15 @@ def find_llm_gaps(
             start, end = before.end_ns, after.start_ns
             # The steps within the gap, clipped to it (those outside it would cover nothing).
             others = [(max(s, start), min(e, end)) for s, e in other_steps if s < end and e > start]
-            covered = union_length(others)
-            total += end - start
-            total_covered += covered
-            span_ids.extend((before.record.span_id, after.record.span_id))
-            spans.update({before.record.span_id: before, after.record.span_id: after})
-            gaps.append(
-                {
-                    "parent_span_id": parent.record.span_id,
-                    "after_span_id": before.record.span_id,
-                    "before_span_id": after.record.span_id,
-                    "gap_ns": end - start,
-                    "other_steps_ns": covered,
-                    "own_ns": end - start - covered,
-                }
-            )
-    if total <= 0:
-        # Calls back to back: no time passed between them, so there is nothing to report.
-        return []
-    own = total - total_covered
+            gaps.append((parent, before, after, union_length(others)))
+    return gaps
+
+
+def _gaps_suggestion(profile: TraceProfile, options: FindingOptions, total: int, own: int) -> str | None:
     # The agents' own code is worth a look only when it is a real part of the trace and of the gaps.
-    worth_a_look = own >= options.min_saving * profile.duration_ns and 2 * own >= total
-    return [
-        Finding(
-            kind=LLM_GAPS,
-            title=(
-                f"{format_duration(total)} passed between consecutive LLM calls "
-                f"({_plural(len(gaps), 'gap')}): {format_duration(total_covered)} in tools and other steps, "
-                f"{format_duration(own)} in the agents' own code."
-            ),
-            suggestion=(
-                f"Look at what the agents' own code does between LLM calls: {format_duration(own)} goes there."
-                if worth_a_look
-                else None
-            ),
-            where=where(profile, spans.values()),
-            span_ids=tuple(dict.fromkeys(span_ids)),
-            category=LLM,
-            evidence={
-                "gaps": gaps,
-                "gap_ns": total,
-                "other_steps_ns": total_covered,
-                "own_ns": total - total_covered,
-                "trace_share": _share(total, profile.duration_ns),
-            },
-        )
-    ]
+    if own >= options.min_saving * profile.duration_ns and 2 * own >= total:
+        return f"Look at what the agents' own code does between LLM calls: {format_duration(own)} goes there."
+    return None
 
 
 def find_prefix_cache(

@@ -8,7 +8,9 @@ What decides it is the finding's ``rests_on``; without evidence it is only assum
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from itertools import pairwise
 
 from ..categories import AGENT, CATEGORIES, EMBEDDING, INTERNAL, LLM, RETRIEVAL
@@ -278,7 +280,41 @@ def find_parallelization(
     is assumed, its sentence asks whether the calls really are independent, and the combined
     projection leaves it out.
     """
-    findings: list[Finding] = []
+    return [_parallel_finding(profile, group) for group in _parallel_groups(profile, schedule)]
+
+
+def find_parallelization_for_summary(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
+    """``find_parallelization`` for a summary across traces (``find_all(..., for_summary=True)``): the
+    same findings, each with the same saving, suggestion, operation, category, span ids and what it
+    rests on, but no title or evidence and only the names of the spans in ``where``.
+
+    ``rank`` orders findings of one kind with equal savings by their titles: a group whose saving
+    another one of the trace shares is worded in full.
+    """
+    groups = _parallel_groups(profile, schedule)
+    savings = Counter(group.saving for group in groups)
+    return [_parallel_finding(profile, group) if savings[group.saving] > 1 else _unworded(group) for group in groups]
+
+
+@dataclass(slots=True)
+class _Parallel:
+    """Siblings that would end the trace sooner started together, before it is put in words."""
+
+    parent: SpanProfile
+    spans: list[SpanProfile]
+    #: What shows them independent (a ``rests_on`` value, the weakest of its pairs'), and in words.
+    rests_on: str
+    reasons: set[str]
+    #: The trace's duration with them started together, and how much sooner it would end.
+    projected: int
+    saving: int
+
+
+def _parallel_groups(profile: TraceProfile, schedule: RecordedSchedule | None) -> list[_Parallel]:
+    """Every group of siblings that, started together, would end the trace sooner (see ``find_parallelization``)."""
+    groups: list[_Parallel] = []
     evidence = _Evidence(profile.spans)
     for parent in profile.spans:
         if len(parent.children) < 2:
@@ -288,12 +324,12 @@ def find_parallelization(
         reasons: set[str] = set()
         for child in parent.children:
             if child.category not in _PARALLEL_CATEGORIES:
-                findings.extend(_parallel_group(profile, parent, group, bases, reasons, schedule))
+                groups.extend(_measured(profile, parent, group, bases, reasons, schedule))
                 group, bases, reasons = [], set(), set()
                 continue
             verdicts = [_verdict(member, child, evidence) for member in group if member.end_ns <= child.start_ns]
             if any(basis is None for basis, _ in verdicts):
-                findings.extend(_parallel_group(profile, parent, group, bases, reasons, schedule))
+                groups.extend(_measured(profile, parent, group, bases, reasons, schedule))
                 group, bases, reasons = [child], set(), set()
                 continue
             group.append(child)
@@ -301,25 +337,60 @@ def find_parallelization(
                 if basis is not None:
                     bases.add(basis)
                     reasons.add(reason)
-        findings.extend(_parallel_group(profile, parent, group, bases, reasons, schedule))
-    return findings
+        groups.extend(_measured(profile, parent, group, bases, reasons, schedule))
+    return groups
 
 
-def _parallel_group(
+def _measured(
     profile: TraceProfile,
     parent: SpanProfile,
     group: list[SpanProfile],
     bases: set[str],
     reasons: set[str],
     schedule: RecordedSchedule | None,
-) -> list[Finding]:
+) -> list[_Parallel]:
     if len(group) < 2 or not bases:  # no bases: no member ran after another
         return []
     ids = frozenset(s.record.span_id for s in group)
     projected, saving = _projected(profile, independent=[ids], schedule=schedule)
     if saving <= 0:
         return []
-    rests_on = min(bases, key=_STRENGTH.index)
+    return [_Parallel(parent, group, min(bases, key=_STRENGTH.index), reasons, projected, saving)]
+
+
+def _suggestion(group: _Parallel) -> str:
+    named = _named(group.spans)
+    if group.rests_on == ASSUMED_NO_RECORDED_FLOW:
+        return f"If they do not need each other's results, run {named} together, with asyncio.gather or a thread pool."
+    return f"Run {named} together, with asyncio.gather or a thread pool."
+
+
+def _operation_and_category(spans: list[SpanProfile]) -> tuple[str | None, str | None]:
+    """The operation and the category the spans share, each None when they do not."""
+    categories = {s.category for s in spans}
+    return (
+        spans[0].operation if len({s.operation for s in spans}) == 1 else None,
+        spans[0].category if len(categories) == 1 else None,
+    )
+
+
+def _unworded(group: _Parallel) -> Finding:
+    operation, category = _operation_and_category(group.spans)
+    return Finding(
+        kind=PARALLELIZABLE,
+        title="",
+        suggestion=_suggestion(group),
+        where=[{"name": s.name} for s in group.spans],
+        saving_ns=group.saving,
+        span_ids=tuple(s.record.span_id for s in group.spans),
+        operation=operation,
+        category=category,
+        rests_on=group.rests_on,
+    )
+
+
+def _parallel_finding(profile: TraceProfile, found: _Parallel) -> Finding:
+    group, parent, rests_on, saving = found.spans, found.parent, found.rests_on, found.saving
     categories = {s.category for s in group}
     located = where(profile, group)
     members: list[JSONValue] = [
@@ -352,38 +423,33 @@ def _parallel_group(
             f"starting them together {sooner}. Nothing recorded shows that, so this saving is left out of the "
             f"combined one."
         )
-        suggestion = (
-            f"If they do not need each other's results, run {named} together, with asyncio.gather or a thread pool."
-        )
     else:
         what = f"{next(iter(categories))} calls" if len(categories) == 1 else "steps"
         title = (
             f"{len(group)} {what} under '{parent.name}' ran {sequence}, and {_SHOWN_BY[rests_on]}: "
             f"started together they {sooner}."
         )
-        suggestion = f"Run {named} together, with asyncio.gather or a thread pool."
-    return [
-        Finding(
-            kind=PARALLELIZABLE,
-            title=title,
-            suggestion=suggestion,
-            where=located,
-            saving_ns=saving,
-            span_ids=tuple(s.record.span_id for s in group),
-            operation=group[0].operation if len({s.operation for s in group}) == 1 else None,
-            category=group[0].category if len(categories) == 1 else None,
-            rests_on=rests_on,
-            evidence={
-                "parent_span_id": parent.record.span_id,
-                "members": members,
-                "sequential_ns": group[-1].end_ns - group[0].start_ns,
-                "longest_member_ns": max(s.duration_ns for s in group),
-                "duration_ns": profile.duration_ns,
-                "projected_duration_ns": projected,
-                "independence": list[JSONValue](sorted(reasons)),
-            },
-        )
-    ]
+    operation, category = _operation_and_category(group)
+    return Finding(
+        kind=PARALLELIZABLE,
+        title=title,
+        suggestion=_suggestion(found),
+        where=located,
+        saving_ns=saving,
+        span_ids=tuple(s.record.span_id for s in group),
+        operation=operation,
+        category=category,
+        rests_on=rests_on,
+        evidence={
+            "parent_span_id": parent.record.span_id,
+            "members": members,
+            "sequential_ns": group[-1].end_ns - group[0].start_ns,
+            "longest_member_ns": max(s.duration_ns for s in group),
+            "duration_ns": profile.duration_ns,
+            "projected_duration_ns": found.projected,
+            "independence": list[JSONValue](sorted(found.reasons)),
+        },
+    )
 
 
 # What shows a group independent, as the end of its sentence.

@@ -11,15 +11,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .bottlenecks import BOTTLENECK, SLOW_TOOL, find_bottlenecks, find_slow_tools
+from .bottlenecks import BOTTLENECK, SLOW_TOOL, find_bottlenecks, find_bottlenecks_for_summary, find_slow_tools
 from .kinds import Change, Finder, FindingKind, Grouping
 from .large_prompts import LARGE_PROMPT, find_large_prompts
-from .llm_chains import SEQUENTIAL_LLM_CHAIN, find_sequential_llm_chains
+from .llm_chains import SEQUENTIAL_LLM_CHAIN, find_sequential_llm_chains, find_sequential_llm_chains_for_summary
 from .llm_phases import LLM_DECODE, LLM_PREFILL, LLM_QUEUE, find_llm_phases
-from .llm_timing import LLM_GAPS, LLM_TIMING, PREFIX_CACHE, find_llm_gaps, find_llm_timing, find_prefix_cache
-from .parallelization import PARALLELIZABLE, find_parallelization
+from .llm_timing import (
+    LLM_GAPS,
+    LLM_TIMING,
+    PREFIX_CACHE,
+    find_llm_gaps,
+    find_llm_gaps_for_summary,
+    find_llm_timing,
+    find_prefix_cache,
+)
+from .parallelization import PARALLELIZABLE, find_parallelization, find_parallelization_for_summary
 from .repeated_tool_calls import REPEATED_TOOL_CALL, find_repeated_tool_calls
-from .tokens_and_budgets import BUDGET_EXCEEDED, TOKEN_PROFILE, find_budget_overruns, find_token_profile
+from .tokens_and_budgets import (
+    BUDGET_EXCEEDED,
+    TOKEN_PROFILE,
+    find_budget_overruns,
+    find_token_profile,
+    find_token_profile_for_summary,
+)
 from .what_ifs import WHAT_IF, find_what_ifs
 
 #: Every kind, in the order findings with equal savings are listed (after the kinds that lead).
@@ -42,6 +56,7 @@ REGISTRY: tuple[FindingKind, ...] = (
         across_traces="{calls} held much of the critical path",
         change=Change.TWICE_AS_FAST,
         saving_is_held_time=True,
+        summary_finder=find_bottlenecks_for_summary,
     ),
     FindingKind(
         PARALLELIZABLE,
@@ -50,6 +65,7 @@ REGISTRY: tuple[FindingKind, ...] = (
         across_traces="{calls_of_named} ran one after another though nothing made them wait for each other",
         change=Change.START_TOGETHER,
         across_traces_assumed="{calls_of_named} ran one after another with no recorded data flow between them",
+        summary_finder=find_parallelization_for_summary,
     ),
     FindingKind(
         REPEATED_TOOL_CALL,
@@ -90,6 +106,7 @@ REGISTRY: tuple[FindingKind, ...] = (
         grouping=Grouping.SPAN_NAMES,
         across_traces="the LLM calls {named} ran one after another",
         change=Change.NONE,
+        summary_finder=find_sequential_llm_chains_for_summary,
     ),
     FindingKind(
         LARGE_PROMPT,
@@ -113,6 +130,7 @@ REGISTRY: tuple[FindingKind, ...] = (
         grouping=Grouping.KIND,
         across_traces="time passed between consecutive LLM calls",
         change=Change.NONE,
+        summary_finder=find_llm_gaps_for_summary,
     ),
     FindingKind(
         LLM_PREFILL,
@@ -141,6 +159,7 @@ REGISTRY: tuple[FindingKind, ...] = (
         grouping=Grouping.KIND,
         across_traces="the token use of the trace was worth a look",
         change=Change.NONE,
+        summary_finder=find_token_profile_for_summary,
     ),
 )
 
@@ -154,3 +173,8 @@ BY_KIND: Mapping[str, FindingKind] = {record.kind: record for record in REGISTRY
 #: ``find_what_ifs`` runs ``what_if`` once per ``FindingOptions.what_ifs`` entry). The order changes
 #: nothing: ``rank`` sorts findings by kind before anything a finder's order could decide.
 FINDERS: tuple[Finder, ...] = tuple(dict.fromkeys(record.finder for record in REGISTRY))
+
+#: The finders ``find_all(..., for_summary=True)`` runs: each kind's ``summary_finder`` where it has one.
+SUMMARY_FINDERS: tuple[Finder, ...] = tuple(
+    dict.fromkeys(record.summary_finder or record.finder for record in REGISTRY)
+)

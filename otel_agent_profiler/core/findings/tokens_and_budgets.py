@@ -77,6 +77,14 @@ def find_token_profile(
     ]
 
 
+def find_token_profile_for_summary(
+    profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
+) -> list[Finding]:
+    """``find_token_profile`` for a summary across traces (``find_all(..., for_summary=True)``): nothing.
+    A token profile saves no time and suggests nothing, so ``rank`` leaves it out of every trace's findings."""
+    return []
+
+
 def find_budget_overruns(
     profile: TraceProfile, options: FindingOptions = DEFAULT_OPTIONS, *, schedule: RecordedSchedule | None = None
 ) -> list[Finding]:
