@@ -129,7 +129,8 @@ def test_the_report_of_many_traces_says_each_kinds_own_sentence(record: FindingK
     assert sentence.startswith("In all 2 traces, " + record.across_traces.format(**placeholders))
 
 
-_OPTIONS = FindingOptions(
+#: Options under which the test traces give findings of every kind (also used by test_findings_for_summary).
+EVERY_KIND_OPTIONS = FindingOptions(
     what_ifs=[("tool:search_kb", 2.0), ("llm", 3.0)],
     budget_latency_ms=100,
     budget_tokens=10,
@@ -143,6 +144,6 @@ _OPTIONS = FindingOptions(
 def test_each_finder_finds_only_kinds_registered_with_it(spans: list) -> None:
     trace = profile(spans)
     for finder in FINDERS:
-        found: list[Finding] = finder(trace, _OPTIONS)
+        found: list[Finding] = finder(trace, EVERY_KIND_OPTIONS)
         for finding in found:
             assert BY_KIND[finding.kind].finder is finder, f"{finding.kind} made by {finder.__name__}"

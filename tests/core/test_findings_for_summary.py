@@ -19,18 +19,12 @@ from otel_agent_profiler.core.findings import (
     find_all,
 )
 from otel_agent_profiler.report.cross_trace import _subject
+from tests.core.test_finding_registry import EVERY_KIND_OPTIONS
 from tests.core.test_findings import CHAIN, PROMPTS, REPEAT, SLOW, SUPPORT, TOKENS, TRAVEL, agent, llm, tool
 from tests.core.test_projection import span_trees
 from tests.support.span_builders import profile
 
-_OPTIONS = FindingOptions(
-    what_ifs=[("tool:search_kb", 2.0), ("llm", 3.0)],
-    budget_latency_ms=100,
-    budget_tokens=10,
-    category_budgets={"llm": {"tokens": 10}},
-    slow_tool_ms=50,
-    min_llm_chain=2,
-)
+_OPTIONS = EVERY_KIND_OPTIONS
 
 # Two agents of two LLM calls each, all four as long and of four models: bottlenecks with one saving,
 # and two chains (saving nothing). ``rank`` orders each of those by their titles, so the summary must
