@@ -5,9 +5,10 @@ The helpers format durations and shares, label spans and project savings on the 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TypeVar, Union
 
 from ..categories import LLM
 from ..fast_pickle import pickled_by_fields
@@ -16,6 +17,8 @@ from ..profile import SpanProfile, TraceProfile
 from ..projection import RecordedSchedule, projected_duration_scaled_ns, projected_durations_scaled_ns
 from ..units import format_duration as format_duration  # findings write durations as the reports do
 from .rests_on import MEASURED_TIMES
+
+_Found = TypeVar("_Found")
 
 JSONValue = Union[str, int, float, bool, None, list["JSONValue"], dict[str, "JSONValue"]]  # noqa: UP007
 Evidence = dict[str, JSONValue]
@@ -190,6 +193,25 @@ def where(profile: TraceProfile, spans: Iterable[SpanProfile]) -> list[Evidence]
         }
         for span in _by_start(spans)
     ]
+
+
+def names_where(spans: Iterable[SpanProfile]) -> list[Evidence]:
+    """``where`` for a summary across traces (``find_all(..., for_summary=True)``), which reads only
+    the spans' names: each span's name, in start order."""
+    return [{"name": span.name} for span in _by_start(spans)]
+
+
+def word_ties_in_full(
+    found: Sequence[_Found],
+    saving: Callable[[_Found], int],
+    worded: Callable[[_Found], Finding],
+    unworded: Callable[[_Found], Finding],
+) -> list[Finding]:
+    """A summary finder's findings (``find_all(..., for_summary=True)``): each ``unworded``, except
+    those whose saving another one of ``found`` shares, ``worded`` in full: ``rank`` orders findings
+    of one kind with equal savings by their titles."""
+    savings = Counter(saving(item) for item in found)
+    return [worded(item) if savings[saving(item)] > 1 else unworded(item) for item in found]
 
 
 def describe_location(location: Mapping[str, JSONValue]) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 from ..call_anatomy import calls_of
@@ -15,12 +14,13 @@ from .base import (
     Finding,
     FindingOptions,
     _at,
-    _by_start,
     _percent,
     _removed_and_halved,
     _share,
     format_duration,
+    names_where,
     where,
+    word_ties_in_full,
 )
 
 BOTTLENECK = "bottleneck"
@@ -78,14 +78,14 @@ def find_bottlenecks_for_summary(
     where ``rank`` needs them: findings of one kind with equal savings are ordered by their titles,
     so a bottleneck whose saving another one shares is measured and worded in full.
     """
-    measured = _measured_bottlenecks(profile, options, schedule, halved=False)
-    savings = Counter(bottleneck.saving for bottleneck in measured)
-    return [
-        _bottleneck(profile, _measure(profile, bottleneck.spans, bottleneck.scope, schedule), profile.critical_path_ns)
-        if savings[bottleneck.saving] > 1
-        else _unworded(bottleneck)
-        for bottleneck in measured
-    ]
+    return word_ties_in_full(
+        _measured_bottlenecks(profile, options, schedule, halved=False),
+        lambda bottleneck: bottleneck.saving,
+        lambda bottleneck: _bottleneck(
+            profile, _measure(profile, bottleneck.spans, bottleneck.scope, schedule), profile.critical_path_ns
+        ),
+        _unworded,
+    )
 
 
 def _measured_bottlenecks(
@@ -262,7 +262,7 @@ def _unworded(bottleneck: _Measured) -> Finding:
         kind=BOTTLENECK,
         title="",
         suggestion=bottleneck.suggestion,
-        where=[{"name": span.name} for span in _by_start(bottleneck.holding)],
+        where=names_where(bottleneck.holding),
         saving_ns=bottleneck.saving,
         span_ids=tuple(s.record.span_id for s in bottleneck.spans),
         operation=first.operation,

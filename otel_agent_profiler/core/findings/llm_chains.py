@@ -17,6 +17,7 @@ from .base import (
     _tokens,
     _with_descendants,
     format_duration,
+    names_where,
     where,
 )
 
@@ -60,9 +61,9 @@ def find_sequential_llm_chains_for_summary(
             kind=SEQUENTIAL_LLM_CHAIN,
             title="",
             suggestion=_SUGGESTION,
-            where=[{"name": span.name} for span in run],
+            where=names_where(run),
             span_ids=tuple(s.record.span_id for s in run),
-            operation=_operation(run),
+            operation=_operation(_models(run)),
             category=LLM,
         )
         for _, run in chains
@@ -87,9 +88,8 @@ def _models(run: list[SpanProfile]) -> list[str]:
     return sorted({s.model or s.operation for s in run})
 
 
-def _operation(run: list[SpanProfile]) -> str | None:
-    """The model of a chain's calls, when they share one."""
-    models = _models(run)
+def _operation(models: list[str]) -> str | None:
+    """The model of a chain's calls (``_models``), when they share one."""
     return models[0] if len(models) == 1 else None
 
 
@@ -120,7 +120,7 @@ def _chain_finding(
         suggestion=_SUGGESTION,
         where=where(profile, run),
         span_ids=tuple(s.record.span_id for s in run),
-        operation=_operation(run),
+        operation=_operation(models),
         category=LLM,
         evidence={
             "calls": len(run),

@@ -8,7 +8,6 @@ What decides it is the finding's ``rests_on``; without evidence it is only assum
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
@@ -26,7 +25,9 @@ from .base import (
     _projected,
     _share,
     format_duration,
+    names_where,
     where,
+    word_ties_in_full,
 )
 from .rests_on import (
     ASSUMED_NO_RECORDED_FLOW,
@@ -293,9 +294,12 @@ def find_parallelization_for_summary(
     ``rank`` orders findings of one kind with equal savings by their titles: a group whose saving
     another one of the trace shares is worded in full.
     """
-    groups = _parallel_groups(profile, schedule)
-    savings = Counter(group.saving for group in groups)
-    return [_parallel_finding(profile, group) if savings[group.saving] > 1 else _unworded(group) for group in groups]
+    return word_ties_in_full(
+        _parallel_groups(profile, schedule),
+        lambda group: group.saving,
+        lambda group: _parallel_finding(profile, group),
+        _unworded,
+    )
 
 
 @dataclass(slots=True)
@@ -380,7 +384,7 @@ def _unworded(group: _Parallel) -> Finding:
         kind=PARALLELIZABLE,
         title="",
         suggestion=_suggestion(group),
-        where=[{"name": s.name} for s in group.spans],
+        where=names_where(group.spans),
         saving_ns=group.saving,
         span_ids=tuple(s.record.span_id for s in group.spans),
         operation=operation,
