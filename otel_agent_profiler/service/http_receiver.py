@@ -184,6 +184,10 @@ class _Connection(web.RequestHandler):
         # unparsed: aiohttp's close() would drop everything after the current request. The
         # connection is closed once the last is answered instead (``_handle_request``).
         self._client_done = True
+        # The last request may have been answered already, its handler returned before the
+        # end arrived while aiohttp has not yet started waiting for the next: nothing else
+        # would close the connection then, and the client would wait for the read timeout.
+        self._loop.call_soon(self._close_when_answered)
         return True
 
     async def _handle_request(self, *args: Any, **kwargs: Any) -> Any:

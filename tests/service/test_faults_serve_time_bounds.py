@@ -4,13 +4,15 @@ Companions of test_faults_serve.py (same ``Sender``, ``Upstream`` and ``sent / d
 
 * SIGHUP drains like SIGTERM (a real process, signalled for real), and the exit code says when the upstream
   rejected spans in a partial success;
-* HTTP/1.1 requests pipelined before the client half-closes are each answered and taken;
+* HTTP/1.1 requests pipelined before the client half-closes are each answered and taken, and a
+  half-close that comes just after the answer closes the connection at once;
 * a trace that keeps receiving spans is profiled and forwarded at ``--max-trace-age``, so what a kill of
   ``serve`` can lose is bounded by that age, not by how long the trace runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import subprocess
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from otel_agent_profiler.service import http_receiver
 from otel_agent_profiler.service.app import ProfilingService
 from tests.service.test_faults_serve import Sender, Upstream, _config, _counts, _report, _request, _span_ids
 from tests.service.test_faults_serve_forwarding import ScriptedUpstream, _assert_identity, _reject_all
@@ -120,6 +123,36 @@ def test_requests_pipelined_before_a_half_close_are_each_answered_and_taken(upst
         assert counts["received"] == 5 * spans
         _assert_identity(counts)
     _report(f"5 pipelined requests of {spans} spans, then a half-close", 5 * spans, upstream.count(sent), 0)
+
+
+def test_a_half_close_just_after_the_answer_closes_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's end arrives after its request was answered, before aiohttp waits for the next one.
+
+    The pause after each handler makes that window, which is a few microseconds wide otherwise (a
+    connection in some hundreds stayed open until the read timeout, and a client waiting for the
+    close timed out).
+    """
+    handle = http_receiver._Connection._handle_request
+
+    async def answer_then_pause(self: http_receiver._Connection, *args: object, **kwargs: object) -> object:
+        result = await handle(self, *args, **kwargs)
+        await asyncio.sleep(0.3)  # the client reads the answer and half-closes meanwhile
+        return result
+
+    monkeypatch.setattr(http_receiver._Connection, "_handle_request", answer_then_pause)
+    body = _request(1).SerializeToString()
+    head = "POST /v1/traces HTTP/1.1\r\nHost: serve\r\nContent-Type: application/x-protobuf\r\n"
+    with ProfilingService(_config(None)) as service:
+        with socket.create_connection(("127.0.0.1", service.http_port), timeout=10) as connection:
+            connection.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            answer = connection.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+            connection.shutdown(socket.SHUT_WR)
+            started = time.monotonic()
+            assert connection.recv(65536) == b""
+            closed_after_s = time.monotonic() - started
+        assert _counts(service)["received"] == 1
+    assert closed_after_s < 2.0  # the read timeout is 10 s
 
 
 def test_a_trace_that_never_goes_quiet_is_forwarded_at_the_maximum_age(upstream: Upstream) -> None:
