@@ -295,3 +295,32 @@ def test_numbers_are_numpy_backed_for_speed() -> None:
     for column in ("depth", "duration_ms", "self_time_ms", "critical_path_ms", "start_offset_ms"):
         assert isinstance(table[column].to_numpy(), np.ndarray)
         assert table[column].dtype.kind in "if"
+
+
+def test_chosen_columns_are_those_of_the_whole_table_in_its_order() -> None:
+    profiles = generated_profiles(12) + profile_records(hand_built())
+    whole = span_table(profiles)
+    for column in SPAN_COLUMNS:  # each alone: what it reads is computed without the others
+        pd.testing.assert_frame_equal(span_table(profiles, columns=[column]), whole[[column]], check_exact=True)
+    chosen = ["total_tokens", "trace_id", "root_span_id", "input_tokens", "start_offset_ms", "service"]
+    table = span_table(profiles, columns=chosen)
+    assert list(table.columns) == [
+        "trace_id",
+        "root_span_id",
+        "service",
+        "start_offset_ms",
+        "input_tokens",
+        "total_tokens",
+    ]
+    pd.testing.assert_frame_equal(table, whole[list(table.columns)], check_exact=True)
+
+
+def test_chosen_columns_of_no_spans_keep_their_dtypes() -> None:
+    table = span_table([], columns=("start", "input_tokens"))
+    assert list(table.columns) == ["start", "input_tokens"] and len(table) == 0
+    assert [str(dtype) for dtype in table.dtypes] == ["datetime64[ns, UTC]", "Int64"]
+
+
+def test_an_unknown_column_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"no span table column 'tokens'; the columns are trace_id, span_id, "):
+        span_table(profile_records(hand_built()), columns=["trace_id", "tokens"])
