@@ -57,6 +57,22 @@ from .span_table import as_span_table, trace_table
 from .statistics import group_codes, grouped_summary
 
 SPAN_METRICS: tuple[str, ...] = ("duration_ms", "self_time_ms", "critical_path_ms", "total_tokens")
+#: The span table's columns a comparison reads: ``span_table(profiles, columns=COMPARED_COLUMNS)``
+#: compares the same as the whole table, for about a third of its cost.
+COMPARED_COLUMNS: tuple[str, ...] = (
+    "trace_id",
+    "span_id",
+    "category",
+    "operation",
+    "start",
+    "counted",
+    *SPAN_METRICS,
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "reasoning_tokens",
+    "cost_usd",
+)
 RUN_METRICS: tuple[str, ...] = (
     "duration_ms",
     "critical_path_ms",

@@ -140,6 +140,7 @@ def _side(
     profiling and one for the span table.
     """
     from ..analytics import span_table
+    from ..analytics.compare import COMPARED_COLUMNS
     from ..offline import cyclic_gc_paused, load_profiles, profile_trace_files
 
     if fetched is None and not files:
@@ -154,7 +155,7 @@ def _side(
         for profile in profiles:
             profile.release()
         _step("profiled")
-        table = span_table(profiles) if profiles else None
+        table = span_table(profiles, columns=COMPARED_COLUMNS) if profiles else None
         _step("tabled")
     return table, len(profiles), loaded.error_lines
 

@@ -80,6 +80,22 @@ SUMMARY_FORMAT = "otel-agent-profiler.report-summary"
 SUMMARY_VERSION = 2
 
 STAT_METRICS = ("duration_ms", "self_time_ms", "critical_path_ms")
+#: The span table's columns the statistics read: the page's charts, and the summary's additions
+#: (spikes name their calls, forecasts read tokens). A table of these alone takes about a third
+#: of the whole table's time and memory; a test checks that the statistics are the same as from
+#: the whole table.
+CHART_COLUMNS = (
+    "trace_id",
+    "span_id",
+    "category",
+    "operation",
+    "start",
+    "duration_ms",
+    "self_time_ms",
+    "critical_path_ms",
+    "counted",
+)
+STATISTICS_COLUMNS = (*CHART_COLUMNS, "name", "total_tokens")
 #: Spikes listed per scope, and calls listed per spike (the counts are always complete).
 MAX_SPIKES = 20
 MAX_SPIKE_CALLS = 10
@@ -126,16 +142,22 @@ def cross_run_statistics(
     """
     if len(profiles) < 2:
         return None
+    from ..analytics import span_table
+
+    table = span_table(profiles, columns=CHART_COLUMNS if charts_only else STATISTICS_COLUMNS)
+    return table_statistics(table, spike_threshold=spike_threshold, charts_only=charts_only)
+
+
+def table_statistics(table: Any, *, spike_threshold: int | None = None, charts_only: bool = False) -> dict[str, Any]:
+    """``cross_run_statistics`` of a span table (of at least ``CHART_COLUMNS`` or ``STATISTICS_COLUMNS``)."""
     from ..analytics import (
         category_statistics,
         concurrency_distribution,
         frequent_ngrams,
         frequent_sequences,
         operation_statistics,
-        span_table,
     )
 
-    table = span_table(profiles)
     distribution = concurrency_distribution(table, scopes=("overall",))
     statistics: dict[str, Any] = {
         "categories": records(category_statistics(table, metrics=STAT_METRICS)),

@@ -327,3 +327,15 @@ def test_the_summary_names_each_regression_in_words_and_explains_its_statistics(
     summary = "\n".join(lines)
     assert not re.search(r"\[(span|trace)\]|_ms\b|total_tokens", summary)
     assert "(p: how likely a difference this large is" in summary and "Cliff's delta: how much more" in summary
+
+
+def test_the_compared_columns_compare_as_the_whole_table(baseline) -> None:
+    from otel_agent_profiler.analytics.compare import COMPARED_COLUMNS
+
+    candidate = generated(50, seed=1, tool="search_kb", factor=1.3)
+    whole = compare_runs(span_table(baseline), span_table(candidate))
+    narrow = compare_runs(
+        span_table(baseline, columns=COMPARED_COLUMNS), span_table(candidate, columns=COMPARED_COLUMNS)
+    )
+    assert whole.has_regression  # the comparison has something to find
+    pd.testing.assert_frame_equal(narrow.table, whole.table, check_exact=True)

@@ -29,6 +29,7 @@ from otel_agent_profiler.report.summary import (
     build_summary,
     cross_run_statistics,
     default_spike_threshold,
+    table_statistics,
 )
 
 SYSTEM = "You are a meticulous research assistant who cites every source. " * 80  # ~5,000 characters
@@ -195,3 +196,21 @@ def test_prefix_cache_candidates_only_when_asked(tmp_path: Path) -> None:
     llm_calls = sum(1 for s in document["resourceSpans"][0]["scopeSpans"][0]["spans"] if s["name"].startswith("chat "))
     assert sum(c["calls"] for c in candidates) == llm_calls
     assert all(c["preview"].startswith('[{"role": "system"') for c in candidates)
+
+
+@pytest.mark.parametrize("charts_only", [True, False])
+def test_statistics_from_the_columns_they_read_equal_those_of_the_whole_table(
+    runs: list[TraceProfile], charts_only: bool
+) -> None:
+    from otel_agent_profiler.analytics import span_table
+
+    # A span that never ended and a split-out call (not counted) among them: columns read only
+    # for such spans are needed too.
+    unended = _profiles(_document(3, seed=11))
+    for profile in unended[:1]:
+        profile.spans[-1].ended = False
+    profiles = [*runs, *unended]
+    for threshold in (None, 2):
+        narrow = cross_run_statistics(profiles, spike_threshold=threshold, charts_only=charts_only)
+        whole = table_statistics(span_table(profiles), spike_threshold=threshold, charts_only=charts_only)
+        assert json.dumps(narrow, sort_keys=True, default=str) == json.dumps(whole, sort_keys=True, default=str)
