@@ -313,6 +313,7 @@ def test_chosen_columns_are_those_of_the_whole_table_in_its_order() -> None:
         "total_tokens",
     ]
     pd.testing.assert_frame_equal(table, whole[list(table.columns)], check_exact=True)
+    pd.testing.assert_frame_equal(span_table(profiles, columns="service"), whole[["service"]], check_exact=True)
 
 
 def test_chosen_columns_of_no_spans_keep_their_dtypes() -> None:
