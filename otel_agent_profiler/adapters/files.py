@@ -28,7 +28,7 @@ from ..errors import InternalErrorLog, SpanDataError
 from .atif import is_atif_document, is_atif_list, records_from_atif
 from .jaeger_json import is_jaeger_document, records_from_jaeger
 from .otlp_json import records_from_otlp
-from .otlp_json_typed import DECODER as TYPED_DECODER, records_from_typed
+from .otlp_json_typed import records_from_json
 
 OTLP_JSON = "otlp-json"
 OTLP_JSON_LINES = "otlp-jsonl"
@@ -145,7 +145,7 @@ def _decode_otlp(data: bytes) -> list[SpanRecord] | None:
     Raises ``msgspec.DecodeError`` when ``data`` is not one JSON document.
     """
     try:
-        return records_from_typed(TYPED_DECODER.decode(data))
+        return records_from_json(data)
     except (msgspec.ValidationError, SpanDataError):
         return None
     except (UnicodeDecodeError, RecursionError) as exc:

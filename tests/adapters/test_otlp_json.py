@@ -679,3 +679,39 @@ def test_each_span_keeps_the_name_of_its_instrumentation_scope(with_a_bad_span: 
         "0000000000000001": "",
         "0000000000000002": "old.library",
     }
+
+
+# --------------------------------------------------------------------------- spans decoded in batches
+
+
+def _long_scope(count: int) -> list[dict[str, Any]]:
+    """``count`` spans, each the child of the one before: parents cross the decoder's batches."""
+    ids = [f"{number + 1:016x}" for number in range(count)]
+    spans = [otlp_span(ids[0], name="root", attributes=[s("gen_ai.request.model", "gpt-4o"), s("prompt", "x" * 100)])]
+    for number in range(1, count):
+        attributes = [s("gen_ai.request.model", "gpt-4o"), kv("step", {"intValue": str(number)})]
+        spans.append(otlp_span(ids[number], ids[number - 1], name=f"step {number % 7}", attributes=attributes))
+    return spans
+
+
+def test_a_scope_of_more_spans_than_a_batch_reads_as_the_tolerant_reader_reads_it() -> None:
+    from otel_agent_profiler.adapters.otlp_json import records_from_otlp
+    from otel_agent_profiler.adapters.otlp_json_typed import SPAN_BATCH
+
+    document = otlp_doc(_long_scope(2 * SPAN_BATCH + 3), resource=[s("service.name", "agent")])
+    trace_file = parse(document)
+    problems: list[str] = []
+    assert trace_file.problems == [] and len(trace_file.records) == 2 * SPAN_BATCH + 3
+    assert trace_file.records == records_from_otlp(document, problems) and problems == []
+    by_id = {record.span_id: record for record in trace_file.records}
+    assert all(record.parent_span_id is None or record.parent_span_id in by_id for record in trace_file.records)
+
+
+def test_a_bad_span_in_a_later_batch_costs_only_that_span() -> None:
+    from otel_agent_profiler.adapters.otlp_json_typed import SPAN_BATCH
+
+    spans = _long_scope(SPAN_BATCH + 10)
+    spans[-1] = otlp_span("xyz", spans[-2]["spanId"])
+    trace_file = parse(otlp_doc(spans))
+    assert len(trace_file.records) == SPAN_BATCH + 9
+    assert len(trace_file.problems) == 1 and "'xyz'" in trace_file.problems[0]
