@@ -250,7 +250,6 @@ class _SpanColumns:
         self.profiles = profiles
         self.spans: list[SpanProfile] = [span for profile in profiles for span in profile.spans]
         self.n = len(self.spans)
-        self._token_fields: dict[str, list[int]] = {}
 
     @cached_property
     def _records(self) -> list[Any]:
@@ -281,12 +280,16 @@ class _SpanColumns:
         return np.fromiter((usage is None for usage in self._tokens), dtype=bool, count=self.n)
 
     def _token_counts(self, field: str) -> list[int]:
-        counts = self._token_fields.get(field)
-        if counts is None:
-            counts = self._token_fields[field] = [
-                0 if usage is None else getattr(usage, field) for usage in self._tokens
-            ]
-        return counts
+        return [0 if usage is None else getattr(usage, field) for usage in self._tokens]
+
+    # Input and output counts are read twice, by their own columns and by the total.
+    @cached_property
+    def _inputs(self) -> list[int]:
+        return self._token_counts("input")
+
+    @cached_property
+    def _outputs(self) -> list[int]:
+        return self._token_counts("output")
 
     def trace_id(self) -> Any:
         return pd.Categorical(np.repeat(np.array([p.trace_id for p in self.profiles], dtype=object), self._counts))
@@ -367,10 +370,10 @@ class _SpanColumns:
         return np.fromiter((span.streaming for span in self.spans), dtype=bool, count=self.n)
 
     def input_tokens(self) -> Any:
-        return _nullable_int(self._token_counts("input"), self._no_tokens)
+        return _nullable_int(self._inputs, self._no_tokens)
 
     def output_tokens(self) -> Any:
-        return _nullable_int(self._token_counts("output"), self._no_tokens)
+        return _nullable_int(self._outputs, self._no_tokens)
 
     def cached_input_tokens(self) -> Any:
         return _nullable_int(self._token_counts("cached_input"), self._no_tokens)
@@ -379,8 +382,7 @@ class _SpanColumns:
         return _nullable_int(self._token_counts("reasoning"), self._no_tokens)
 
     def total_tokens(self) -> Any:
-        total = np.asarray(self._token_counts("input"), dtype=np.int64)
-        total += np.asarray(self._token_counts("output"), dtype=np.int64)
+        total = np.asarray(self._inputs, dtype=np.int64) + np.asarray(self._outputs, dtype=np.int64)
         return pd.arrays.IntegerArray(total, self._no_tokens.copy())
 
     def time_to_first_token_ms(self) -> Any:
