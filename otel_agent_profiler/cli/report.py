@@ -149,10 +149,15 @@ def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, op
             encoded = encoded_trace(profile, found, detail_ids, options.context_windows, schedule=schedule)
             return (found if profile.trace_id in detail_ids else _kept_for_the_table(found)), encoded
 
-        for profile, (profile_findings, encoded) in zip(wanted, map_in_order(work, len(wanted), workers), strict=True):
-            findings[profile.trace_id] = profile_findings
+        # The ids taken before the workers start: reading a profile while they run would copy the
+        # memory page it sits on, which the workers share with this process until it is written.
+        trace_ids = [profile.trace_id for profile in wanted]
+        for trace_id, (profile_findings, encoded) in zip(
+            trace_ids, map_in_order(work, len(wanted), workers), strict=True
+        ):
+            findings[trace_id] = profile_findings
             if encoded is not None and encoded_traces is not None:
-                encoded_traces.add(profile.trace_id, encoded)
+                encoded_traces.add(trace_id, encoded)
             progress.advance()
         progress.start("statistics", 1)
         statistics = cross_run_statistics(
