@@ -27,7 +27,9 @@ def replaced_atomically(path: str, buffering: int = -1) -> Iterator[BinaryIO]:
     """
     target = os.path.realpath(path)  # a symbolic link keeps pointing where it did, at the new content
     try:
-        existing: os.stat_result | None = os.stat(target)
+        # The path as given, its links followed by the system: /dev/stdout resolves to a name
+        # ("pipe:[...]") that realpath cannot follow, though the pipe behind it can be written.
+        existing: os.stat_result | None = os.stat(path)
     except FileNotFoundError:
         existing = None
     if existing is not None and stat.S_ISDIR(existing.st_mode):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,6 +77,18 @@ def test_a_device_is_written_directly_not_replaced(tmp_path: Path) -> None:
     with replaced_atomically(os.devnull) as stream:
         stream.write(b"discarded")
     assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+def test_standard_output_named_as_a_path_is_written_directly_when_it_is_a_pipe() -> None:
+    # `report --summary-json /dev/stdout | jq`: the name leads to a pipe through /proc.
+    script = (
+        "from otel_agent_profiler.offline.atomic_files import replaced_atomically\n"
+        "with replaced_atomically('/dev/stdout') as stream:\n"
+        "    stream.write(b'through the pipe')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"through the pipe"
 
 
 @pytest.mark.parametrize(("name", "error"), [("missing/report.txt", FileNotFoundError), (".", IsADirectoryError)])
