@@ -178,26 +178,29 @@ def _run(args: argparse.Namespace, progress: Progress, inputs: OfflineInputs, op
         progress.close()
     if not write_output(args.html, page):
         return EXIT_FAILURE
-    if args.summary_json and not write_streamed(
-        # msgspec writes the same compact JSON as json.dumps, several times faster (it is 100+ MB
-        # over 200,000 spans), a trace at a time; NaN never occurs: statistics turn it into None first.
-        args.summary_json,
-        lambda out: write_summary(
-            out,
-            profiles,
-            findings,
-            selected_trace_id=selected.trace_id,
-            statistics=statistics,
-            files=loaded.file_dicts(),
-            detail_trace_ids=detail_ids,
-            prefix_cache=prefix_cache,
-            context_windows=options.context_windows,
-            encoded_traces=encoded_traces or {},
-        ),
-    ):
-        return EXIT_FAILURE
-    if encoded_traces is not None:
-        encoded_traces.close()
+    if encoded_traces is not None:  # with --summary-json
+        try:
+            written = write_streamed(
+                # msgspec writes the same compact JSON as json.dumps, several times faster (it is 100+ MB
+                # over 200,000 spans), a trace at a time; NaN never occurs: statistics turn it into None first.
+                args.summary_json,
+                lambda out: write_summary(
+                    out,
+                    profiles,
+                    findings,
+                    selected_trace_id=selected.trace_id,
+                    statistics=statistics,
+                    files=loaded.file_dicts(),
+                    detail_trace_ids=detail_ids,
+                    prefix_cache=prefix_cache,
+                    context_windows=options.context_windows,
+                    encoded_traces=encoded_traces,
+                ),
+            )
+        finally:
+            encoded_traces.close()
+        if not written:
+            return EXIT_FAILURE
     spans = sum(p.span_count for p in profiles)
     print(
         f"wrote {args.html} ({len(page.encode('utf-8')) / 1e6:.2f} MB; {plural(len(profiles), 'trace')}, "

@@ -47,8 +47,9 @@ class EncodedSpool(Mapping[str, bytes]):
 
     def __getitem__(self, key: str) -> bytes:
         place = self._placed.get(key)
-        if place is None or self._file is None:
+        if place is None:
             return self._held[key]
+        assert self._file is not None  # an entry is placed only while the file is open
         offset, length = place
         return os.pread(self._file.fileno(), length, offset)
 
@@ -60,8 +61,9 @@ class EncodedSpool(Mapping[str, bytes]):
         return len(self._placed) + len(self._held)
 
     def close(self) -> None:
-        """Remove the file; what it held can no longer be read."""
+        """Remove the file and forget every entry: none can be read any more."""
         self._placed.clear()
+        self._held.clear()
         self._writing = False
         if self._file is not None:
             with contextlib.suppress(OSError):
