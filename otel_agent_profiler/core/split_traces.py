@@ -77,13 +77,14 @@ class TraceCalls:
     calls: tuple[CallFacts, ...]
 
 
-def _llm_only(profile: TraceProfile) -> bool:
+def is_llm_only(profile: TraceProfile) -> bool:
+    """Whether the trace holds nothing but LLM spans (a split copy of a call may be such a trace)."""
     return bool(profile.spans) and all(span.category == LLM for span in profile.spans)
 
 
 def calls_of(profile: TraceProfile) -> TraceCalls:
     """The facts about ``profile`` that finding split calls needs."""
-    llm_only = _llm_only(profile)
+    llm_only = is_llm_only(profile)
     calls = tuple(
         CallFacts(
             span.span_id,
@@ -122,7 +123,7 @@ def find_split_llm_calls(traces: Iterable[TraceProfile | TraceCalls]) -> list[Sp
     """
     traces = list(traces)
     # Most inputs hold no LLM-only trace: then no call is split, and no trace's calls need listing.
-    if not any(trace.llm_only if isinstance(trace, TraceCalls) else _llm_only(trace) for trace in traces):
+    if not any(trace.llm_only if isinstance(trace, TraceCalls) else is_llm_only(trace) for trace in traces):
         return []
     facts = [trace if isinstance(trace, TraceCalls) else calls_of(trace) for trace in traces]
     llm_only = [trace for trace in facts if trace.llm_only]

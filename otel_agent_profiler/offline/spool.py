@@ -28,7 +28,7 @@ class EncodedSpool(Mapping[str, bytes]):
     """
 
     def __init__(self, beside: str | None = None) -> None:
-        self._file = _unnamed_file(os.path.dirname(os.path.abspath(beside)) if beside else None)
+        self._file = unnamed_file(os.path.dirname(os.path.abspath(beside)) if beside else None)
         # Cleared by a failed write: later bytes stay here, the earlier ones are still read back.
         self._writing = self._file is not None
         self._end = 0
@@ -73,23 +73,32 @@ class EncodedSpool(Mapping[str, bytes]):
     def _written(self, data: bytes) -> bool:
         """Whether ``data`` was written whole at the end of the file."""
         assert self._file is not None
-        view = memoryview(data)
-        done = 0
-        try:
-            while done < len(view):
-                # Unbuffered: a write may take less than it was given, and a failed one leaves
-                # nothing behind in a buffer to fail again later.
-                wrote = os.pwrite(self._file.fileno(), view[done:], self._end + done)
-                if wrote <= 0:
-                    raise OSError("nothing written")
-                done += wrote
-        except OSError:
-            self._writing = False
-            return False
-        return True
+        if written_at(self._file, data, self._end):
+            return True
+        self._writing = False
+        return False
 
 
-def _unnamed_file(folder: str | None) -> BinaryIO | None:
+def written_at(file: BinaryIO, data: bytes, offset: int) -> bool:
+    """Whether ``data`` was written whole to ``file`` at ``offset`` (the file's own position unmoved)."""
+    view = memoryview(data)
+    done = 0
+    try:
+        while done < len(view):
+            # Unbuffered: a write may take less than it was given, and a failed one leaves
+            # nothing behind in a buffer to fail again later.
+            wrote = os.pwrite(file.fileno(), view[done:], offset + done)
+            if wrote <= 0:
+                return False
+            done += wrote
+    except OSError:
+        return False
+    return True
+
+
+def unnamed_file(folder: str | None) -> BinaryIO | None:
+    """An unbuffered temporary file with no name, in ``folder`` or else the system's temporary
+    folder; None when neither takes one."""
     for where in (folder, None) if folder else (None,):
         try:
             return tempfile.TemporaryFile(dir=where, prefix=".otel-agent-profiler-spool-", buffering=0)

@@ -85,7 +85,7 @@ def indenting_process(out: BinaryIO) -> Iterator[PieceWriter | None]:
         return
     pipe = process.stdin
     assert pipe is not None
-    _widen(pipe.fileno())
+    widen_pipe(pipe.fileno())
     header = _HEADER.pack
 
     def write(piece: bytes, depth: int | None) -> None:
@@ -132,9 +132,9 @@ def _started(out: BinaryIO) -> subprocess.Popen[bytes] | None:
         return None  # no process to spare (a limit on processes, memory): indented here
 
 
-def _widen(pipe: int) -> None:
-    """Let the pipe hold more than a piece or two (Linux: 64 KiB by default): the first process then
-    waits for the second one less often."""
+def widen_pipe(pipe: int) -> None:
+    """Let the pipe hold more than a piece or two (Linux: 64 KiB by default): the process writing
+    to it then waits for the one reading it less often."""
     try:
         import fcntl
 
