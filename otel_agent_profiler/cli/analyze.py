@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..core import TraceProfile
     from ..core.findings import Finding, WhatIfProjection
     from ..offline.analysis import InMemoryAnalysis
+    from ..offline.halves import HalvedAnalysis
     from ..offline.options import AnalyzeOptions
 
 HELP = "profile the traces in exported trace files or a trace store"
@@ -188,12 +189,14 @@ def analyze_options(args: argparse.Namespace, context_windows: Mapping[str, int]
         on_disk=args.on_disk,
         workers=args.workers,
         trace_ids=tuple(dict.fromkeys(args.trace or ())),
+        output=args.output,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import CannotAnalyse
     from ..offline.analysis import analyze_inputs
+    from ..offline.halves import HalvedAnalysis
     from ..offline.on_disk import ShardedAnalysis
     from . import analyze_sharded, process_end
 
@@ -211,6 +214,9 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(done, ShardedAnalysis):
                 written, over_budget = analyze_sharded.write_report(done, options, args.output)
                 complete = not done.error_lines
+            elif isinstance(done, HalvedAnalysis):
+                written, over_budget = _write_halves(done, options, args.output), 0
+                complete = not done.error_lines
             else:
                 written, over_budget = _write_report(done, options, args.output)
                 complete = done.loaded.complete
@@ -219,6 +225,22 @@ def run(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_BAD_INPUT
     return exit_code(written, complete and not inputs.folder_problems, over_budget)
+
+
+def _write_halves(done: HalvedAnalysis, options: AnalyzeOptions, output: str | None) -> bool:
+    """Write the JSON report of traces profiled in halves (``offline.halves``): whether it was written.
+    The same bytes as ``_write_report``'s, which never reaches budgets on this road (no findings)."""
+    from ..core.split_traces import cross_trace_totals, find_split_llm_calls
+    from ..report.json_stream import write_document
+
+    splits = find_split_llm_calls(done.calls())
+    rest: dict[str, Any] = {
+        "files": [file.to_dict() for file in done.files],
+        "totals": cross_trace_totals(done.traces, splits).to_dict(),
+        "split_llm_calls": [split.to_dict() for split in splits],
+    }
+    documents = done.documents(options.finding_options.context_windows)
+    return write_streamed(output, lambda out: write_document(out, "traces", documents, rest, second_process=True))
 
 
 def _write_report(done: InMemoryAnalysis, options: AnalyzeOptions, output: str | None) -> tuple[bool, int]:

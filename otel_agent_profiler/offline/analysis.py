@@ -16,6 +16,7 @@ from ..core.units import plural
 from ..errors import CannotAnalyse
 from ..report.cross_trace import MANY_TRACES
 from ..report.progress import Progress
+from .halves import HalvedAnalysis, profiled_in_halves
 from .inputs import OfflineInputs
 from .loading import LoadedProfiles, cyclic_gc_paused, profile_read_files, read_trace_files
 from .on_disk import NOT_ON_DISK, ShardedAnalysis, held, on_disk
@@ -55,7 +56,7 @@ def analyze_inputs(
     progress: Progress,
     on_error_line: Callable[[str], None],
     on_note: Callable[[str], None] | None = None,
-) -> Iterator[InMemoryAnalysis | ShardedAnalysis]:
+) -> Iterator[InMemoryAnalysis | ShardedAnalysis | HalvedAnalysis]:
     """The traces of ``inputs`` profiled as ``options`` say, for as long as the block runs.
 
     Error lines (a file not read whole, a trace the analysis failed on) go to ``on_error_line``
@@ -77,6 +78,26 @@ def analyze_inputs(
             with on_disk(inputs.files, inputs.prices, options, progress, on_error_line) as sharded:
                 yield sharded
             return
+        if _in_halves(inputs, options):
+            trace_files, error_lines = read_trace_files(inputs.files, progress=progress, on_error_line=on_error_line)
+            if workers_for(options.workers, sum(len(file.records) for file in trace_files)) > 1:
+                with profiled_in_halves(
+                    trace_files,
+                    error_lines,
+                    inputs.prices,
+                    options.finding_options.context_windows,
+                    options.output,
+                    progress,
+                    on_error_line,
+                ) as halved:
+                    if halved is not None:
+                        yield halved
+                        return
+            loaded = profile_read_files(
+                trace_files, error_lines, prices=inputs.prices, progress=progress, on_error_line=on_error_line
+            )
+            yield _in_memory(loaded, options, progress)
+            return
         if inputs.store is not None or options.format != "text" or refused is not None:
             loaded = load_inputs(inputs, progress=progress, on_error_line=on_error_line, on_note=on_note)
         else:
@@ -90,6 +111,19 @@ def analyze_inputs(
                 trace_files, error_lines, prices=inputs.prices, progress=progress, on_error_line=on_error_line
             )
         yield _in_memory(loaded, options, progress)
+
+
+def _in_halves(inputs: OfflineInputs, options: AnalyzeOptions) -> bool:
+    """Whether the JSON report may profile the traces in halves (``offline.halves``): nothing but
+    each trace's profile is asked for, and only the totals are made across traces."""
+    return (
+        options.format == "json"
+        and not options.findings
+        and not options.what_if
+        and not options.prefix_cache
+        and inputs.store is None
+        and inputs.prometheus is None
+    )
 
 
 def _chosen_traces(

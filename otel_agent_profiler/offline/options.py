@@ -37,3 +37,5 @@ class AnalyzeOptions:
     ascii_only: bool = False
     #: The traces of the files to report (``--trace``), as 32 lowercase hex digits; empty: every trace.
     trace_ids: tuple[str, ...] = ()
+    #: Where the report goes (``--output``); None: standard output.
+    output: str | None = None

@@ -1,0 +1,154 @@
+"""``analyze --format json`` with half the traces profiled by a forked helper (``offline.halves``).
+
+Each run is a subprocess: a test process may run threads (an earlier test's), and then no helper
+is forked. A small driver script injects the faults into the subprocess (the helper, forked from
+it, inherits them) and says on a line of its own whether the helper delivered or this process
+profiled its traces itself. Every output is compared, byte for byte, with its standard error and
+exit status, to the same command with one worker, which profiles everything in one process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.agent_traces import generate_runs, otlp_document
+from otel_agent_profiler.offline import workers
+from tests.core.test_split_traces import langchain_zero_code_document
+from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.skipif(not workers.can_fork(), reason="the helper is forked")
+
+_DRIVER = """
+import os, sys
+from otel_agent_profiler.offline import halves, loading
+from otel_agent_profiler.cli import main
+
+fault, report, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+if fault == "helper-dies":
+    halves._helper_main = lambda *args: os._exit(1)
+elif fault == "file-fails":
+    writes = iter(range(3))
+    halves.written_at = lambda file, data, offset: next(writes, None) is not None and os.pwrite(
+        file.fileno(), data, offset) == len(data)
+elif fault == "profiling-bug":
+    profile_trace = loading.profile_trace
+    def failing(records, *args, **kwargs):
+        if records[0].trace_id in os.environ["FAILING_TRACES"].split():
+            raise RuntimeError("injected")
+        return profile_trace(records, *args, **kwargs)
+    loading.profile_trace = failing
+
+seen = []
+profiled = halves._Helper.profiled
+def noted(self, report_line):
+    counted = profiled(self, report_line)
+    seen.append("helper" if self._fallback is None else "here")
+    return counted
+halves._Helper.profiled = noted
+status = main(argv)
+with open(report, "w") as out:
+    out.write(",".join(seen))
+sys.exit(status)
+"""
+
+
+def _run(fault: str, argv: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> tuple[bytes, str, int, str]:
+    """The output, standard error and exit status of ``analyze`` run through the driver, and who
+    profiled the helper's traces ("helper", "here", or "" when no helper was started)."""
+    out, report = tmp_path / "out.json", tmp_path / "who"
+    out.unlink(missing_ok=True)
+    completed = subprocess.run(
+        [sys.executable, "-c", _DRIVER, fault, str(report), "analyze", *argv, "-o", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
+    written = out.read_bytes() if out.exists() else b""
+    return written, completed.stderr, completed.returncode, report.read_text()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    spans = [span for run in generate_runs(60, seed=5) for span in run]
+    path = tmp_path_factory.mktemp("halves") / "runs.json"
+    path.write_text(json.dumps(otlp_document(spans)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("fault, who", [("none", "helper"), ("helper-dies", "here"), ("file-fails", "helper")])
+def test_the_document_is_the_one_of_a_single_process(fault: str, who: str, runs: Path, tmp_path: Path) -> None:
+    """Whether the helper delivers all, nothing (it dies) or part (its file fails after 3 traces)."""
+    alone = _run("none", [str(runs), "--format", "json", "--workers", "1"], tmp_path)
+    assert alone[3] == "", "one worker: no helper"
+    halved = _run(fault, [str(runs), "--format", "json", "--workers", "2"], tmp_path)
+    assert halved[3] == who
+    assert halved[:3] == alone[:3]
+    assert len(json.loads(halved[0])["traces"]) == 60
+
+
+def test_error_lines_come_in_the_same_order(runs: Path, tmp_path: Path) -> None:
+    trace_ids = [
+        trace["trace_id"] for trace in json.loads(_run("none", [str(runs), "--format", "json"], tmp_path)[0])["traces"]
+    ]
+    # One trace the helper profiles (the input's last) and one this process does (its first).
+    failing = {"FAILING_TRACES": f"{trace_ids[-1]} {trace_ids[0]}"}
+    argv = [str(runs), "--format", "json"]
+    alone = _run("profiling-bug", [*argv, "--workers", "1"], tmp_path, failing)
+    halved = _run("profiling-bug", [*argv, "--workers", "2"], tmp_path, failing)
+    assert halved[3] == "helper"
+    assert halved[:3] == alone[:3]
+    assert alone[2] != 0, "a trace left out is an incomplete report"
+    assert alone[1].count("could not be profiled") == 2
+    assert len(json.loads(halved[0])["traces"]) == 58
+
+
+def test_split_llm_calls_are_found_across_the_halves(tmp_path: Path) -> None:
+    """The agent's trace comes first in the input, its calls' split copies after it: the copies go to
+    the helper, so their calls are listed again here to be matched."""
+    path = tmp_path / "langchain.json"
+    path.write_text(json.dumps(langchain_zero_code_document()), encoding="utf-8")
+    alone = _run("none", [str(path), "--format", "json", "--workers", "1"], tmp_path)
+    halved = _run("none", [str(path), "--format", "json", "--workers", "2"], tmp_path)
+    assert halved[3] == "helper"
+    assert halved[:3] == alone[:3]
+    assert len(json.loads(halved[0])["split_llm_calls"]) == 2
+
+
+@pytest.mark.e2e
+def test_ctrl_c_stops_the_helper_and_exits_130(tmp_path: Path) -> None:
+    spans = [span for run in generate_runs(1500, seed=3) for span in run]
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(otlp_document(spans)), encoding="utf-8")
+    command = [sys.executable, "-m", "otel_agent_profiler", "analyze", str(path), "--format", "json", "-o", "/dev/null"]
+    process = subprocess.Popen(
+        [*command, "--workers", "2"], stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path
+    )
+    # Interrupt while the helper runs (the whole group, as a terminal's Ctrl-C does).
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _children(process.pid) and process.poll() is None:
+        time.sleep(0.02)
+    assert process.poll() is None, "finished before it could be interrupted"
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert "Traceback" not in stderr
+    time.sleep(0.2)
+    leftover = subprocess.run(["pgrep", "-s", str(process.pid)], capture_output=True, text=True).stdout.split()
+    assert leftover == []
+
+
+def _children(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
