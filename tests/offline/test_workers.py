@@ -101,15 +101,23 @@ def test_analyze_writes_the_same_report_with_any_number_of_workers(
 
 
 @pytest.mark.e2e
-def test_ctrl_c_stops_the_workers_and_exits_130(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "options, children",
+    # The text report's two workers; the JSON's helper (``offline.halves``), forked once the input is read.
+    [([], 2), (["--format", "json"], 1)],
+    ids=["workers", "json-helper"],
+)
+def test_ctrl_c_stops_the_workers_and_exits_130(options: list[str], children: int, tmp_path: Path) -> None:
     spans = [span for run in generate_runs(1500, seed=3) for span in run]
     path = tmp_path / "runs.json"
     path.write_text(json.dumps(otlp_document(spans)), encoding="utf-8")
     command = [sys.executable, "-m", "otel_agent_profiler", "analyze", str(path), "--workers", "2", "-o", "/dev/null"]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    # Interrupt while the workers are finding (the whole group, as a terminal's Ctrl-C does).
+    process = subprocess.Popen(
+        [*command, *options], stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path
+    )
+    # Interrupt while the workers run (the whole group, as a terminal's Ctrl-C does).
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(_children(process.pid)) < 2 and process.poll() is None:
+    while time.monotonic() < deadline and len(_children(process.pid)) < children and process.poll() is None:
         time.sleep(0.02)
     assert process.poll() is None, "finished before it could be interrupted"
     os.killpg(process.pid, signal.SIGINT)
