@@ -110,9 +110,6 @@ class HalvedAnalysis:
             else:
                 yield next(delivered)
 
-    def close(self) -> None:
-        self._helper.close()
-
 
 @contextmanager
 def profiled_in_halves(
