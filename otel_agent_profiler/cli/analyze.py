@@ -16,7 +16,6 @@ from .arguments import (
     error,
     exit_code,
     write_output,
-    write_streamed,
 )
 
 # The analysis and the reports are imported where they are used: `--help` and the other commands
@@ -228,44 +227,34 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_halves(done: HalvedAnalysis, options: AnalyzeOptions, output: str | None) -> bool:
-    """Write the JSON report of traces profiled in halves (``offline.halves``): whether it was written.
-    The same bytes as ``_write_report``'s, which never reaches budgets on this road (no findings)."""
-    from ..core.split_traces import cross_trace_totals, find_split_llm_calls
-    from ..report.json_stream import write_document
+    """Write the JSON report of traces profiled in halves (``offline.halves``): whether it was
+    written. No findings on this road, so no budget is checked."""
+    from .analyze_json import write_json_report
 
-    splits = find_split_llm_calls(done.calls())
-    rest: dict[str, Any] = {
-        "files": [file.to_dict() for file in done.files],
-        "totals": cross_trace_totals(done.traces, splits).to_dict(),
-        "split_llm_calls": [split.to_dict() for split in splits],
-    }
     documents = done.documents(options.finding_options.context_windows)
-    return write_streamed(output, lambda out: write_document(out, "traces", documents, rest, second_process=True))
+    files = [file.to_dict() for file in done.files]
+    return write_json_report(output, files, done.traces, done.calls(), documents, second_process=True)
 
 
 def _write_report(done: InMemoryAnalysis, options: AnalyzeOptions, output: str | None) -> tuple[bool, int]:
     """Write the report of traces profiled in memory: whether it was written, and the budget overruns."""
-    from ..core.split_traces import cross_trace_totals, find_split_llm_calls
     from ..offline.workers import workers_for
     from ..report.cross_trace import render_many_traces
-    from ..report.json_stream import write_document
+    from .analyze_json import write_json_report
 
     loaded, findings, projected = done.loaded, done.findings, done.projected
     profiles = loaded.profiles
     if options.format == "json":
-        splits = find_split_llm_calls(profiles)
-        rest: dict[str, Any] = {
-            "files": loaded.file_dicts(),
-            "totals": cross_trace_totals(profiles, splits).to_dict(),
-            "split_llm_calls": [split.to_dict() for split in splits],
-        }
-        if options.prefix_cache:
-            rest["prefix_cache_candidates"] = [c.to_dict() for c in _prefix_candidates(profiles)]
+        more = (
+            {"prefix_cache_candidates": [c.to_dict() for c in _prefix_candidates(profiles)]}
+            if options.prefix_cache
+            else None
+        )
         documents = _trace_documents(profiles, findings, projected, options.finding_options.context_windows)
         # Written a trace at a time; with a core to spare, indented and written by a second process.
         second_process = workers_for(options.workers, sum(profile.span_count for profile in profiles)) > 1
-        written = write_streamed(
-            output, lambda out: write_document(out, "traces", documents, rest, second_process=second_process)
+        written = write_json_report(
+            output, loaded.file_dicts(), profiles, profiles, documents, second_process=second_process, more=more
         )
         if not written:
             return False, 0

@@ -6,13 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..core.findings import find_all
-from ..core.split_traces import cross_trace_totals, find_split_llm_calls
 from ..offline.on_disk import ShardedAnalysis
 from ..offline.options import AnalyzeOptions
 from ..report.cross_trace import MANY_TRACES, compose_report, render_many_traces, slowest_first, trace_detail
-from ..report.json_stream import write_document
 from . import budgets
-from .arguments import write_output, write_streamed
+from .analyze_json import write_json_report
+from .arguments import write_output
 
 
 def write_report(analysis: ShardedAnalysis, options: AnalyzeOptions, output: str | None) -> tuple[bool, int]:
@@ -22,14 +21,8 @@ def write_report(analysis: ShardedAnalysis, options: AnalyzeOptions, output: str
         written = write_output(output, _text_report(analysis, options))
     else:
         kept = [analysis.totals[trace_id] for _, trace_id, _, _ in analysis.index]
-        splits = find_split_llm_calls(trace.calls for trace in kept)
-        rest = {
-            "files": [file.to_dict() for file in analysis.parted.files],
-            "totals": cross_trace_totals(kept, splits).to_dict(),
-            "split_llm_calls": [split.to_dict() for split in splits],
-        }
-        documents = analysis.payloads()
-        written = write_streamed(output, lambda out: write_document(out, "traces", documents, rest))
+        files = [file.to_dict() for file in analysis.parted.files]
+        written = write_json_report(output, files, kept, (trace.calls for trace in kept), analysis.payloads())
     if not written:
         return False, 0
     over_budget = budgets.print_overruns(analysis.findings) if budgets.has_budgets(options.finding_options) else 0

@@ -126,7 +126,7 @@ def profiled_in_halves(
     the caller profiles them itself. ``beside``: the output, whose folder takes the helper's file."""
     from .spool import unnamed_file  # here: tempfile costs the start-up of every run
 
-    file = unnamed_file(os.path.dirname(os.path.abspath(beside)) if beside else None)
+    file = unnamed_file(beside)
     context = worker_context()
     if file is None or context.get_start_method() != "fork":
         if file is not None:
@@ -199,8 +199,9 @@ class _Helper:
                 self._process.start()
         finally:
             sending.close()  # the helper's end: once it exits, a read here ends instead of waiting
-        #: Its traces, once this process had to profile them itself (the helper failed).
-        self._fallback: list[TraceProfile] | None = None
+        #: Its traces, once this process profiled them itself: the helper failed, or their calls
+        #: were wanted (``HalvedAnalysis.calls``).
+        self._here: list[TraceProfile] | None = None
         #: The traces it profiled, and how many of their JSON documents were read back.
         self._count = 0
         self._delivered = 0
@@ -216,8 +217,7 @@ class _Helper:
             for line in lines:
                 report(line)
         else:
-            self._fallback = self._profiled_here(report)
-            counted = [_Counted(_counted_values(profile)) for profile in self._fallback]
+            counted = [_Counted(_counted_values(profile)) for profile in self.profiled_here(report)]
         self._count = len(counted)
         return counted
 
@@ -261,14 +261,12 @@ class _Helper:
         except (EOFError, OSError):
             return None
 
-    def profiled_here(self) -> list[TraceProfile]:
-        """The helper's traces, profiled in this process (its error lines were reported already)."""
-        if self._fallback is None:
-            self._fallback = self._profiled_here(lambda line: None)
-        return self._fallback
-
-    def _profiled_here(self, report: Callable[[str], None]) -> list[TraceProfile]:
-        return profile_groups(self._groups, classify, self._prices, report)
+    def profiled_here(self, report: Callable[[str], None] = lambda line: None) -> list[TraceProfile]:
+        """The helper's traces, profiled in this process once (its error lines to ``report``: by
+        default nowhere, the helper's were reported already)."""
+        if self._here is None:
+            self._here = profile_groups(self._groups, classify, self._prices, report)
+        return self._here
 
 
 def _helper_main(

@@ -4,7 +4,8 @@
 finish it, in the order of the input, and writes them slowest first once every trace is done:
 about 70 MB over 200,000 spans that the main process would otherwise hold while its workers run,
 at its peak of memory. They wait in an unnamed file beside the output instead (the disk they are
-bound for), and are read back one at a time as they are written.
+bound for), and are read back one at a time as they are written. ``analyze --format json``'s
+helper process (``offline.halves``) writes its traces' JSON to such a file too.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class EncodedSpool(Mapping[str, bytes]):
     """
 
     def __init__(self, beside: str | None = None) -> None:
-        self._file = unnamed_file(os.path.dirname(os.path.abspath(beside)) if beside else None)
+        self._file = unnamed_file(beside)
         # Cleared by a failed write: later bytes stay here, the earlier ones are still read back.
         self._writing = self._file is not None
         self._end = 0
@@ -96,9 +97,10 @@ def written_at(file: BinaryIO, data: bytes, offset: int) -> bool:
     return True
 
 
-def unnamed_file(folder: str | None) -> BinaryIO | None:
-    """An unbuffered temporary file with no name, in ``folder`` or else the system's temporary
-    folder; None when neither takes one."""
+def unnamed_file(beside: str | None) -> BinaryIO | None:
+    """An unbuffered temporary file with no name, in the folder of the path ``beside`` (the disk the
+    bytes are bound for) or else the system's temporary folder; None when neither takes one."""
+    folder = os.path.dirname(os.path.abspath(beside)) if beside else None
     for where in (folder, None) if folder else (None,):
         try:
             return tempfile.TemporaryFile(dir=where, prefix=".otel-agent-profiler-spool-", buffering=0)

@@ -49,7 +49,7 @@ seen = []
 profiled = halves._Helper.profiled
 def noted(self, report_line):
     counted = profiled(self, report_line)
-    seen.append("helper" if self._fallback is None else "here")
+    seen.append("helper" if self._here is None else "here")
     return counted
 halves._Helper.profiled = noted
 status = main(argv)
