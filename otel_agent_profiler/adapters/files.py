@@ -355,12 +355,18 @@ def _is_otlp(document: Any) -> bool:
 
 def read_trace_file(path: str | Path) -> TraceFile:
     """Read one trace file (``-`` reads standard input). Never raises for bad contents."""
+    data = trace_file_bytes(path)
+    return data if isinstance(data, TraceFile) else parse_trace_bytes(data, str(path))
+
+
+def trace_file_bytes(path: str | Path) -> bytes | TraceFile:
+    """The contents of a trace file (``-``: standard input), or the file with the problem that
+    kept it from being read."""
     name = str(path)
     try:
-        data = sys.stdin.buffer.read() if name == "-" else Path(path).read_bytes()
+        return sys.stdin.buffer.read() if name == "-" else Path(path).read_bytes()
     except OSError as exc:
         return TraceFile(path=name, format=None, problems=[cannot_read(name, exc)])
-    return parse_trace_bytes(data, name)
 
 
 def cannot_read(path: str, exc: OSError) -> str:

@@ -181,6 +181,11 @@ _STATUS.update(STATUS_BY_NUMBER.items())
 _STATUS.update(STATUS_BY_NAME.items())
 
 
+#: The spans of one scope still to be decoded: its resource's attributes (the same list for every
+#: scope of one resource), the scope's name and each span's JSON.
+ScopeSlice = tuple[list[KeyValue], str, list[msgspec.Raw]]
+
+
 def records_from_json(data: bytes) -> list[SpanRecord]:
     """Span records of an OTLP JSON document.
 
@@ -190,19 +195,39 @@ def records_from_json(data: bytes) -> list[SpanRecord]:
     tolerant reader, which says which spans and why; ``msgspec.DecodeError`` when ``data`` is not
     one JSON document.
     """
+    return records_of(scanned(data))
+
+
+def scanned(data: bytes) -> list[ScopeSlice]:
+    """The spans of an OTLP JSON document, found but not decoded, scope by scope in document order.
+
+    Raises ``msgspec.DecodeError`` when ``data`` is not one JSON document and
+    ``msgspec.ValidationError`` when its outline does not fit the schema.
+    """
     document = _DOCUMENT.decode(data)
+    slices: list[ScopeSlice] = []
+    for resource_spans in document.resourceSpans:
+        resource = resource_spans.resource.attributes
+        for scope_spans in resource_spans.scopeSpans or resource_spans.instrumentationLibrarySpans:
+            named = scope_spans.scope or scope_spans.instrumentationLibrary
+            slices.append((resource, named.name if named is not None else "", scope_spans.spans))
+    return slices
+
+
+def records_of(slices: list[ScopeSlice]) -> list[SpanRecord]:
+    """The records of the spans of ``slices`` (``scanned``), in order; raises as ``records_from_json``."""
     records: list[SpanRecord] = []
     known = KnownIds()
+    # One dict per resource, shared by the records of all its scopes.
+    resources: dict[int, dict[str, AttributeValue]] = {}
     try:
-        for resource_spans in document.resourceSpans:
-            resource = _attributes(resource_spans.resource.attributes)
-            for scope_spans in resource_spans.scopeSpans or resource_spans.instrumentationLibrarySpans:
-                named = scope_spans.scope or scope_spans.instrumentationLibrary
-                scope = named.name if named is not None else ""
-                raw = scope_spans.spans
-                for start in range(0, len(raw), SPAN_BATCH):
-                    batch = b",".join(raw[start : start + SPAN_BATCH])
-                    _add_records(_SPANS.decode(b"[" + batch + b"]"), resource, scope, known, records)
+        for key_values, scope, raw in slices:
+            resource = resources.get(id(key_values))
+            if resource is None:
+                resource = resources[id(key_values)] = _attributes(key_values)
+            for start in range(0, len(raw), SPAN_BATCH):
+                batch = b",".join(raw[start : start + SPAN_BATCH])
+                _add_records(_SPANS.decode(b"[" + batch + b"]"), resource, scope, known, records)
     except (msgspec.DecodeError, UnicodeDecodeError):
         raise  # a batch the schema does not fit, as the whole document would have raised
     except (BadIdError, ValueError, TypeError, RecursionError) as exc:
