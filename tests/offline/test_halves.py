@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(not workers.can_fork(), reason="the helper is fo
 
 _DRIVER = """
 import os, sys
-from otel_agent_profiler.offline import halves, loading
+from otel_agent_profiler.offline import halves, loading, spool
 from otel_agent_profiler.cli import main
 
 fault, report, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -35,7 +35,8 @@ if fault == "helper-dies":
     halves._helper_main = lambda *args: os._exit(1)
 elif fault == "file-fails":
     writes = iter(range(3))
-    halves.written_at = lambda file, data, offset: next(writes, None) is not None and os.pwrite(
+    # The helper imports it from spool when it runs.
+    spool.written_at = lambda file, data, offset: next(writes, None) is not None and os.pwrite(
         file.fileno(), data, offset) == len(data)
 elif fault == "profiling-bug":
     profile_trace = loading.profile_trace
@@ -52,16 +53,25 @@ def noted(self, report_line):
     seen.append("helper" if self._here is None else "here")
     return counted
 halves._Helper.profiled = noted
+close = halves._Helper.close
+def closed(self):
+    delivered.append(self._delivered)
+    close(self)
+delivered = []
+halves._Helper.close = closed
 status = main(argv)
 with open(report, "w") as out:
-    out.write(",".join(seen))
+    out.write(",".join(seen) + " " + ",".join(map(str, delivered)))
 sys.exit(status)
 """
 
 
-def _run(fault: str, argv: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> tuple[bytes, str, int, str]:
-    """The output, standard error and exit status of ``analyze`` run through the driver, and who
-    profiled the helper's traces ("helper", "here", or "" when no helper was started)."""
+def _run(
+    fault: str, argv: list[str], tmp_path: Path, env: dict[str, str] | None = None
+) -> tuple[bytes, str, int, str, str]:
+    """The output, standard error and exit status of ``analyze`` run through the driver; who
+    profiled the helper's traces ("helper", "here", or "" when no helper was started); and how
+    many of their documents the helper delivered ("" without a helper)."""
     out, report = tmp_path / "out.json", tmp_path / "who"
     out.unlink(missing_ok=True)
     completed = subprocess.run(
@@ -73,7 +83,8 @@ def _run(fault: str, argv: list[str], tmp_path: Path, env: dict[str, str] | None
         timeout=300,
     )
     written = out.read_bytes() if out.exists() else b""
-    return written, completed.stderr, completed.returncode, report.read_text()
+    who, delivered = report.read_text().split(" ")
+    return written, completed.stderr, completed.returncode, who, delivered
 
 
 @pytest.fixture(scope="module")
@@ -84,13 +95,21 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("fault, who", [("none", "helper"), ("helper-dies", "here"), ("file-fails", "helper")])
-def test_the_document_is_the_one_of_a_single_process(fault: str, who: str, runs: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "fault, who, delivered", [("none", "helper", None), ("helper-dies", "here", "0"), ("file-fails", "helper", "3")]
+)
+def test_the_document_is_the_one_of_a_single_process(
+    fault: str, who: str, delivered: str | None, runs: Path, tmp_path: Path
+) -> None:
     """Whether the helper delivers all, nothing (it dies) or part (its file fails after 3 traces)."""
     alone = _run("none", [str(runs), "--format", "json", "--workers", "1"], tmp_path)
-    assert alone[3] == "", "one worker: no helper"
+    assert alone[3:] == ("", ""), "one worker: no helper"
     halved = _run(fault, [str(runs), "--format", "json", "--workers", "2"], tmp_path)
     assert halved[3] == who
+    if delivered is None:
+        assert 20 <= int(halved[4]) <= 40, "about half the 60 traces, every one delivered"
+    else:
+        assert halved[4] == delivered
     assert halved[:3] == alone[:3]
     assert len(json.loads(halved[0])["traces"]) == 60
 
