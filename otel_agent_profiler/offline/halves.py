@@ -81,7 +81,7 @@ class HalvedAnalysis:
     #: One per file not read whole and per trace the analysis failed on.
     error_lines: list[str]
     traces: list[TraceProfile | _Counted]
-    _helper: _Helper
+    _helper: Helper
 
     def calls(self) -> list[TraceProfile | TraceCalls]:
         """What finding split LLM calls reads of each trace, in trace order.
@@ -124,6 +124,33 @@ def profiled_in_halves(
     """The traces of ``trace_files`` profiled in halves, for as long as the block runs; None when no
     helper could be started (another thread runs, the platform cannot fork, no temporary file):
     the caller profiles them itself. ``beside``: the output, whose folder takes the helper's file."""
+    means = helper_means(beside)
+    if means is None:
+        yield None
+        return
+    file, context = means
+    groups = group_by_trace(record for trace_file in trace_files for record in trace_file.records)
+    mine, theirs = _halves(groups)
+    try:
+        helper = Helper(
+            _helper_main, (theirs, prices, context_windows), lambda: theirs, prices, context_windows, file, context
+        )
+    except OSError:
+        file.close()
+        yield None  # no process to spare (a limit on processes, memory)
+        return
+    try:
+        yield profiled_with(
+            helper, mine, len(groups), files_read(trace_files), error_lines, prices, progress, on_error_line
+        )
+    finally:
+        helper.close()
+
+
+def helper_means(beside: str | None) -> tuple[BinaryIO, Any] | None:
+    """The temporary file a helper writes its documents into (beside the output ``beside``, else in
+    the temporary folder) and the context that forks it; None when either is missing (another
+    thread runs, the platform cannot fork, no temporary file)."""
     from .spool import unnamed_file  # here: tempfile costs the start-up of every run
 
     file = unnamed_file(beside)
@@ -131,33 +158,35 @@ def profiled_in_halves(
     if file is None or context.get_start_method() != "fork":
         if file is not None:
             file.close()
-        yield None
-        return
-    groups = group_by_trace(record for trace_file in trace_files for record in trace_file.records)
-    mine, theirs = _halves(groups)
-    try:
-        helper = _Helper(theirs, prices, context_windows, file, context)
-    except OSError:
-        file.close()
-        yield None  # no process to spare (a limit on processes, memory)
-        return
-    try:
-        lines = list(error_lines)
+        return None
+    return file, context
 
-        def report(line: str) -> None:
-            lines.append(line)
-            progress.close()
-            on_error_line(line)
 
-        progress.start(PROFILING, len(groups))
-        profiles: list[TraceProfile | _Counted] = list(profile_groups(mine, classify, prices, report, progress.advance))
-        profiles += helper.profiled(report)
-        progress.advance(len(theirs))
+def profiled_with(
+    helper: Helper,
+    mine: dict[str, list[SpanRecord]],
+    traces: int,
+    files: list[FileRead],
+    error_lines: list[str],
+    prices: PriceTable,
+    progress: LoadProgress,
+    on_error_line: Callable[[str], None],
+) -> HalvedAnalysis:
+    """The ``traces`` of the input profiled: ``mine`` here, the rest by ``helper`` (or here, if it fails)."""
+    lines = list(error_lines)
+
+    def report(line: str) -> None:
+        lines.append(line)
         progress.close()
-        profiles.sort(key=lambda trace: (trace.start_ns, trace.trace_id))
-        yield HalvedAnalysis(files_read(trace_files), lines, profiles, helper)
-    finally:
-        helper.close()
+        on_error_line(line)
+
+    progress.start(PROFILING, traces)
+    profiles: list[TraceProfile | _Counted] = list(profile_groups(mine, classify, prices, report, progress.advance))
+    profiles += helper.profiled(report)
+    progress.advance(traces - len(mine))
+    progress.close()
+    profiles.sort(key=lambda trace: (trace.start_ns, trace.trace_id))
+    return HalvedAnalysis(files, lines, profiles, helper)
 
 
 def _halves(groups: dict[str, list[SpanRecord]]) -> tuple[dict[str, list[SpanRecord]], dict[str, list[SpanRecord]]]:
@@ -173,12 +202,19 @@ def _halves(groups: dict[str, list[SpanRecord]]) -> tuple[dict[str, list[SpanRec
     return mine, theirs
 
 
-class _Helper:
-    """The forked helper, seen from this process: what it profiled, then the traces it encoded."""
+class Helper:
+    """The forked helper, seen from this process: what it profiled, then the traces it encoded.
+
+    ``target`` runs in the helper with ``args``, then the temporary file and the end of the pipe it
+    sends on: ``_helper_main``, or a function that gets its traces first and then calls it.
+    ``theirs`` gives the helper's traces here, to profile them here when it fails.
+    """
 
     def __init__(
         self,
-        groups: dict[str, list[SpanRecord]],
+        target: Callable[..., None],
+        args: tuple[Any, ...],
+        theirs: Callable[[], dict[str, list[SpanRecord]]],
         prices: PriceTable,
         context_windows: Mapping[str, int],
         file: BinaryIO,
@@ -186,14 +222,12 @@ class _Helper:
     ) -> None:
         from .workers import _interrupts_blocked_for_children
 
-        self._groups, self._prices, self._windows, self._file = groups, prices, context_windows, file
+        self._theirs, self._prices, self._windows, self._file = theirs, prices, context_windows, file
         self._receiving, sending = context.Pipe(duplex=False)
         # What it profiled goes in one message of a few hundred kilobytes: with room for it in the
         # pipe, the helper goes on encoding before this process is ready to read it.
         widen_pipe(sending.fileno())
-        self._process = context.Process(
-            target=_helper_main, args=(groups, prices, context_windows, file, sending), daemon=True
-        )
+        self._process = context.Process(target=target, args=(*args, file, sending), daemon=True)
         try:
             with _interrupts_blocked_for_children():
                 self._process.start()
@@ -209,7 +243,7 @@ class _Helper:
     def profiled(self, report: Callable[[str], None]) -> list[_Counted]:
         """What the helper profiled, in its order (its error lines passed to ``report``); profiled
         here instead if it failed."""
-        message = self._received()
+        message = self.received()
         counted: list[_Counted]
         if message is not None and message[0] == "profiled":
             counted = [_Counted(values) for values in message[1]]
@@ -235,7 +269,7 @@ class _Helper:
     def _read_back(self) -> Iterator[Encoded]:
         offset = 0
         while self._delivered < self._count:
-            message = self._received()
+            message = self.received()
             if message is None or message[0] != "placed":
                 return
             for length in message[1]:
@@ -255,7 +289,8 @@ class _Helper:
         with suppress(OSError):
             self._file.close()
 
-    def _received(self) -> tuple[Any, ...] | None:
+    def received(self) -> tuple[Any, ...] | None:
+        """The helper's next message; None once it is gone."""
         try:
             return self._receiving.recv()  # type: ignore[no-any-return]
         except (EOFError, OSError):
@@ -265,7 +300,7 @@ class _Helper:
         """The helper's traces, profiled in this process once (its error lines to ``report``: by
         default nowhere, the helper's were reported already)."""
         if self._here is None:
-            self._here = profile_groups(self._groups, classify, self._prices, report)
+            self._here = profile_groups(self._theirs(), classify, self._prices, report)
         return self._here
 
 

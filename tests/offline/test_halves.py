@@ -47,18 +47,18 @@ elif fault == "profiling-bug":
     loading.profile_trace = failing
 
 seen = []
-profiled = halves._Helper.profiled
+profiled = halves.Helper.profiled
 def noted(self, report_line):
     counted = profiled(self, report_line)
     seen.append("helper" if self._here is None else "here")
     return counted
-halves._Helper.profiled = noted
-close = halves._Helper.close
+halves.Helper.profiled = noted
+close = halves.Helper.close
 def closed(self):
     delivered.append(self._delivered)
     close(self)
 delivered = []
-halves._Helper.close = closed
+halves.Helper.close = closed
 status = main(argv)
 with open(report, "w") as out:
     out.write(",".join(seen) + " " + ",".join(map(str, delivered)))
