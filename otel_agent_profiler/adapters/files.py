@@ -179,9 +179,7 @@ def _parse_trace_bytes(data: bytes, path: str) -> TraceFile:
     except msgspec.DecodeError:
         return _check_not_empty(_parse_broken_or_lines(data, trace_file))
     if records is not None:
-        trace_file.format = OTLP_JSON
-        trace_file.records = records
-        return _check_not_empty(trace_file)
+        return clean_otlp_file(path, records)
     if is_jaeger_document(document):
         trace_file.format = JAEGER_JSON
     elif isinstance(document, dict) and "resourceSpans" in document:
@@ -357,6 +355,11 @@ def read_trace_file(path: str | Path) -> TraceFile:
     """Read one trace file (``-`` reads standard input). Never raises for bad contents."""
     data = trace_file_bytes(path)
     return data if isinstance(data, TraceFile) else parse_trace_bytes(data, str(path))
+
+
+def clean_otlp_file(path: str, records: list[SpanRecord]) -> TraceFile:
+    """What ``parse_trace_bytes`` makes of an OTLP JSON document whose every span became one of ``records``."""
+    return _check_not_empty(TraceFile(path=path, format=OTLP_JSON, records=records))
 
 
 def trace_file_bytes(path: str | Path) -> bytes | TraceFile:

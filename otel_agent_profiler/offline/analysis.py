@@ -22,6 +22,7 @@ from .loading import LoadedProfiles, cyclic_gc_paused, profile_read_files, read_
 from .on_disk import NOT_ON_DISK, ShardedAnalysis, held, on_disk
 from .options import AnalyzeOptions
 from .shards import on_disk_wanted
+from .split_reading import read_in_halves
 from .store_loading import load_inputs
 from .workers import map_in_order, workers_for
 
@@ -79,7 +80,19 @@ def analyze_inputs(
                 yield sharded
             return
         if _in_halves(inputs, options):
-            trace_files, error_lines = read_trace_files(inputs.files, progress=progress, on_error_line=on_error_line)
+            with read_in_halves(
+                inputs.files,
+                options.workers,
+                inputs.prices,
+                options.finding_options.context_windows,
+                options.output,
+                progress,
+                on_error_line,
+            ) as read:
+                if isinstance(read, HalvedAnalysis):
+                    yield read
+                    return
+            trace_files, error_lines = read
             if workers_for(options.workers, sum(len(file.records) for file in trace_files)) > 1:
                 with profiled_in_halves(
                     trace_files,

@@ -8,6 +8,9 @@ each (``_Counted``), and writes each trace's JSON, indented, into an unnamed tem
 Meanwhile this process profiles the first half. The document is then written in trace order: this
 process's traces encoded as they come, the helper's read back from the file.
 
+One clean OTLP JSON file is read in halves too (``offline.split_reading``): the helper is forked
+before the spans are decoded, and decodes those of its traces itself.
+
 The bytes are those of the traces profiled in one process: the same profiles in the same order
 (start time, then trace id), the same error lines in the same order. If the helper fails (it
 dies, its file cannot be written), this process profiles the traces it did not deliver.
