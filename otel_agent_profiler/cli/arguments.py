@@ -364,7 +364,7 @@ def add_workers_option(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=(
             f"processes that make the findings of the traces in parallel; with 2 or more, analyze's JSON "
-            f"output without findings has a helper process profile half the traces, and a second process "
+            f"output without findings has a helper process read and profile half the traces, and a second process "
             f"indents and writes it (default: one per core for inputs of "
             f"{MIN_SPANS_FOR_WORKERS:,} spans or more, at most {MAX_AUTO_WORKERS}; 1 for smaller ones). "
             "Results do not depend on it"
