@@ -103,7 +103,7 @@ def test_analyze_writes_the_same_report_with_any_number_of_workers(
 @pytest.mark.e2e
 @pytest.mark.parametrize(
     "options, children",
-    # The text report's two workers; the JSON's helper (``offline.halves``), forked once the input is read.
+    # The text report's two workers; the JSON's helper (``offline.split_reading``), forked once the file is scanned.
     [([], 2), (["--format", "json"], 1)],
     ids=["workers", "json-helper"],
 )
