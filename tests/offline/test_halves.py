@@ -38,6 +38,10 @@ if fault == "helper-dies":
     halves._helper_main = lambda *args: os._exit(1)
 elif fault == "reader-dies":  # before it has read its traces (the helper forked afterwards lives)
     split_reading._reading_helper_main = lambda *args: os._exit(1)
+elif fault == "splitting-bug":
+    def failing_split(*args):
+        raise RuntimeError("injected")
+    split_reading._split = failing_split
 elif fault == "file-fails":
     writes = iter(range(3))
     # The helper imports it from spool when it runs.
@@ -116,6 +120,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("file-fails", "helper", "3", "split"),
         # The file is then read here, and a helper forked afterwards profiles the later traces.
         ("reader-dies", "helper", None, "whole"),
+        # A bug of ours in splitting the file costs time, not output.
+        ("splitting-bug", "helper", None, "whole"),
     ],
 )
 def test_the_document_is_the_one_of_a_single_process(
