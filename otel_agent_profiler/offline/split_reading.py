@@ -176,6 +176,7 @@ class _SplitReading:
         if message != ("read",):
             self._unclean = message is not None  # ("unreadable",); None: it failed
             return None
+        self._slices = None  # only the helper's spans may still be wanted (``_their_traces``)
         return groups
 
     def started(self) -> Helper:
@@ -188,13 +189,16 @@ class _SplitReading:
         return group_by_trace(records_of(self._theirs))
 
     def whole(self) -> TraceFile:
-        """The file as ``parse_trace_bytes`` reads it, without scanning it again when it is clean."""
-        if self._slices is not None and not self._unclean:
+        """The file as ``parse_trace_bytes`` reads it, without scanning it again when it is clean.
+        What was kept to read it in halves is let go: the caller holds the file to the end."""
+        slices, data = self._slices, self._data
+        self._slices, self._theirs, self._data = None, [], b""
+        if slices is not None and not self._unclean:
             try:
-                return clean_otlp_file(self.path, records_of(self._slices))
+                return clean_otlp_file(self.path, records_of(slices))
             except _UNCLEAN:
                 pass
-        return parse_trace_bytes(self._data, self.path)
+        return parse_trace_bytes(data, self.path)
 
     def close(self) -> None:
         """Stop the helper, if it runs (again: nothing)."""
