@@ -6,7 +6,12 @@ clean OTLP JSON file the helper is forked sooner here: once the document is scan
 JSON found, none decoded) and each span's trace id read. The traces are split as ``halves`` splits
 them, those that appear first up to half the spans here and the rest in the helper, and each
 process decodes the spans of its own traces only. Then the two go on as in ``offline.halves``; the
-document is the same, byte for byte.
+document is the same, byte for byte. The command keeps the file's bytes to the end, to decode the
+helper's spans itself should it fail after reading them.
+
+Over the benchmark's lean export of 200,000 spans (2 cores, a slow afternoon) the command took
+1.19x-1.24x ``json.load``'s time at the median against 1.48x-1.49x with the helper forked once the
+file is decoded; reading took 1.05 s in each process where one process took 1.7-1.8 s.
 
 Anything else is read as before, and ``offline.halves`` forks its helper afterwards: several
 files, a file that is not clean OTLP JSON (the tolerant reader then says which spans it skipped,
