@@ -14,6 +14,8 @@ with the process, scattered between the strings the records keep.
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
+from contextlib import contextmanager
 from sys import intern
 
 import msgspec
@@ -220,19 +222,31 @@ def records_of(slices: list[ScopeSlice]) -> list[SpanRecord]:
     known = KnownIds()
     # One dict per resource, shared by the records of all its scopes.
     resources: dict[int, dict[str, AttributeValue]] = {}
-    try:
+    with _unusable_spans():
         for key_values, scope, raw in slices:
             resource = resources.get(id(key_values))
             if resource is None:
                 resource = resources[id(key_values)] = _attributes(key_values)
-            for start in range(0, len(raw), SPAN_BATCH):
-                batch = b",".join(raw[start : start + SPAN_BATCH])
-                _add_records(_SPANS.decode(b"[" + batch + b"]"), resource, scope, known, records)
+            for batch in _batches(raw):
+                _add_records(_SPANS.decode(batch), resource, scope, known, records)
+    return records
+
+
+def _batches(raw: list[msgspec.Raw]) -> Iterator[bytes]:
+    """The spans' JSON as arrays of ``SPAN_BATCH`` spans, to be decoded a batch at a time."""
+    for start in range(0, len(raw), SPAN_BATCH):
+        yield b"[" + b",".join(raw[start : start + SPAN_BATCH]) + b"]"
+
+
+@contextmanager
+def _unusable_spans() -> Iterator[None]:
+    """A span's unusable value raised in the block as ``SpanDataError`` (``records_from_json``)."""
+    try:
+        yield
     except (msgspec.DecodeError, UnicodeDecodeError):
         raise  # a batch the schema does not fit, as the whole document would have raised
     except (BadIdError, ValueError, TypeError, RecursionError) as exc:
         raise SpanDataError(str(exc)) from exc
-    return records
 
 
 class _TraceOfSpan(msgspec.Struct, frozen=True, gc=False):
@@ -248,17 +262,13 @@ def trace_ids_of(slices: list[ScopeSlice]) -> list[str]:
     ``records_of`` (a span with no trace id, or one that is not an id)."""
     trace_ids: list[str] = []
     known: dict[str, str] = {}
-    try:
+    with _unusable_spans():
         for _, _, raw in slices:
-            for start in range(0, len(raw), SPAN_BATCH):
-                for span in _TRACE_IDS.decode(b"[" + b",".join(raw[start : start + SPAN_BATCH]) + b"]"):
+            for batch in _batches(raw):
+                for span in _TRACE_IDS.decode(batch):
                     value = span.traceId
                     trace_id = known.get(value) or known.setdefault(value, normalize_id(value, 16, "traceId"))
                     trace_ids.append(trace_id)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        raise
-    except (BadIdError, ValueError, TypeError, RecursionError) as exc:
-        raise SpanDataError(str(exc)) from exc
     return trace_ids
 
 

@@ -135,9 +135,7 @@ def profiled_in_halves(
     groups = group_by_trace(record for trace_file in trace_files for record in trace_file.records)
     mine, theirs = _halves(groups)
     try:
-        helper = Helper(
-            _helper_main, (theirs, prices, context_windows), lambda: theirs, prices, context_windows, file, context
-        )
+        helper = Helper(_helper_main, theirs, lambda: theirs, prices, context_windows, file, context)
     except OSError:
         file.close()
         yield None  # no process to spare (a limit on processes, memory)
@@ -208,15 +206,16 @@ def _halves(groups: dict[str, list[SpanRecord]]) -> tuple[dict[str, list[SpanRec
 class Helper:
     """The forked helper, seen from this process: what it profiled, then the traces it encoded.
 
-    ``target`` runs in the helper with ``args``, then the temporary file and the end of the pipe it
-    sends on: ``_helper_main``, or a function that gets its traces first and then calls it.
-    ``theirs`` gives the helper's traces here, to profile them here when it fails.
+    ``target`` runs in the helper with ``work`` (what it is to profile), the prices, the context
+    windows, the temporary file and the end of the pipe it sends on: ``_helper_main``, or a function
+    that gets its traces from ``work`` first and then calls it. ``theirs`` gives the helper's traces
+    here, to profile them here when it fails.
     """
 
     def __init__(
         self,
         target: Callable[..., None],
-        args: tuple[Any, ...],
+        work: Any,
         theirs: Callable[[], dict[str, list[SpanRecord]]],
         prices: PriceTable,
         context_windows: Mapping[str, int],
@@ -230,7 +229,7 @@ class Helper:
         # What it profiled goes in one message of a few hundred kilobytes: with room for it in the
         # pipe, the helper goes on encoding before this process is ready to read it.
         widen_pipe(sending.fileno())
-        self._process = context.Process(target=target, args=(*args, file, sending), daemon=True)
+        self._process = context.Process(target=target, args=(work, prices, context_windows, file, sending), daemon=True)
         try:
             with _interrupts_blocked_for_children():
                 self._process.start()

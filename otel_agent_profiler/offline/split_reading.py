@@ -161,13 +161,7 @@ class _SplitReading:
         del trace_ids
         try:
             self._helper = Helper(
-                _reading_helper_main,
-                (self._theirs, prices, context_windows),
-                self._their_traces,
-                prices,
-                context_windows,
-                file,
-                context,
+                _reading_helper_main, self._theirs, self._their_traces, prices, context_windows, file, context
             )
         except OSError:
             file.close()
