@@ -160,18 +160,27 @@ def read_trace_files(
         return _read(paths, report), report.lines
 
 
+def file_read(
+    trace_file: TraceFile, progress: LoadProgress, on_error_line: Callable[[str], None] | None
+) -> tuple[list[TraceFile], list[str]]:
+    """One file read by other means (its :data:`READING` phase started), reported as
+    :func:`read_trace_files` reports each file it reads, and returned as it returns them."""
+    report = _ErrorLines(progress, on_error_line)
+    _reported(trace_file, report)
+    return [trace_file], report.lines
+
+
 def _read(paths: Sequence[str], report: _ErrorLines) -> list[TraceFile]:
-    progress = report.progress
-    trace_files: list[TraceFile] = []
-    progress.start(READING, len(paths))
-    for path in paths:
-        trace_file = read_trace_file(path)
-        trace_files.append(trace_file)
-        line = trace_file.error_line()
-        if line is not None:
-            report(line)  # as soon as it is known
-        progress.advance(detail=os.path.basename(path))
-    return trace_files
+    report.progress.start(READING, len(paths))
+    return [_reported(read_trace_file(path), report) for path in paths]
+
+
+def _reported(trace_file: TraceFile, report: _ErrorLines) -> TraceFile:
+    line = trace_file.error_line()
+    if line is not None:
+        report(line)  # as soon as it is known
+    report.progress.advance(detail=os.path.basename(trace_file.path))
+    return trace_file
 
 
 def profile_trace_files(

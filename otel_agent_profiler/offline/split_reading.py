@@ -38,7 +38,7 @@ from ..core.span_tree import group_by_trace
 from ..errors import InternalErrorLog, SpanDataError
 from . import halves
 from .halves import HalvedAnalysis, Helper, helper_means, profiled_with
-from .loading import READING, FileRead, LoadProgress, read_trace_files
+from .loading import READING, FileRead, LoadProgress, file_read, read_trace_files
 from .workers import workers_for
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def read_in_halves(
     progress.start(READING, 1)
     data = trace_file_bytes(path)
     if isinstance(data, TraceFile):  # it could not be read
-        yield [data], _reported(data, progress, on_error_line)
+        yield file_read(data, progress, on_error_line)
         return
     reading = _SplitReading(path, data, workers)
     del data  # the scanned spans keep what they need of it
@@ -87,24 +87,13 @@ def read_in_halves(
         mine = reading.read(prices, context_windows, beside)
         if mine is None:
             reading.close()
-            trace_file = reading.whole()
-            yield [trace_file], _reported(trace_file, progress, on_error_line)
+            yield file_read(reading.whole(), progress, on_error_line)
             return
         progress.advance(detail=os.path.basename(path))
         files = [FileRead(path, OTLP_JSON, reading.spans, [])]
         yield profiled_with(reading.started(), mine, reading.traces, files, [], prices, progress, on_error_line)
     finally:
         reading.close()
-
-
-def _reported(trace_file: TraceFile, progress: LoadProgress, on_error_line: Callable[[str], None]) -> list[str]:
-    """The error lines of a file read, passed on as ``loading.read_trace_files`` passes them on."""
-    line = trace_file.error_line()
-    if line is not None:
-        progress.close()
-        on_error_line(line)
-    progress.advance(detail=os.path.basename(trace_file.path))
-    return [] if line is None else [line]
 
 
 class _SplitReading:
