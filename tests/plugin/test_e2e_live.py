@@ -71,8 +71,12 @@ TOKEN_TYPES = ("input", "output", "cached_input", "reasoning")
 FLOAT_TOLERANCE_MS = 1e-6
 
 # Collector down (OTEL_EXPORTER_OTLP_TIMEOUT=2): the whole app run measured 4.4-5.9 s here (the same app
-# without our package: 5.1 s), against ~2.5 s with a collector up. The bound leaves room for a loaded machine.
-COLLECTOR_DOWN_BOUND_S = 15.0
+# without our package: 5.1 s), against ~2.5 s with a collector up. The app with our package is held to the
+# same app without it, run in the test just before: a fixed bound (15 s once) failed on a machine whose
+# hypervisor took a third of its CPU (16.9 s), where the bare app is as slow. The slack is for a loaded
+# machine's spread; a profiler that waited out the default 10 s export timeout, or retried, would exceed it.
+COLLECTOR_DOWN_SLOWER_THAN_BARE = 1.5
+COLLECTOR_DOWN_SLACK_S = 4.0
 
 # rotel's debug-output parser puts a data point's exemplar fields among its attributes (tests/support/backends.py).
 _EXEMPLAR_FIELDS = {"Trace ID", "Span ID", "Timestamp", "Value"}
@@ -638,21 +642,24 @@ def _check_running(proc: subprocess.Popen[bytes], stderr_path: Path) -> None:
 def test_collector_down_app_ends_on_time_and_reports_unexported_spans(tmp_path: Path) -> None:
     log_dir = artifact_dir("e2e", "test_e2e_live", "collector_down")
     nobody = free_port()  # nothing listens there
+    down = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{nobody}", "OTEL_EXPORTER_OTLP_TIMEOUT": "2"}
     with FakeOpenAIServer(time_scale=TIME_SCALE, seed=SEED) as server:
-        app = run_app(
-            OURS,
-            server,
-            log_dir,
-            "app",
-            timeout=60,
-            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{nobody}",
-            OTEL_EXPORTER_OTLP_TIMEOUT="2",
-        )
+        bare = run_app(BARE, server, log_dir, "bare", timeout=60, **down)
+    with FakeOpenAIServer(time_scale=TIME_SCALE, seed=SEED) as server:
+        app = run_app(OURS, server, log_dir, "app", timeout=60, **down)
+    assert bare.result["profiler_loaded"] is False
     assert app.returncode == 0
     assert app.result["profiler_loaded"] is True
-    (log_dir / "wall_s.txt").write_text(f"{app.wall_s:.2f}\n")
-    print(f"collector down: the app ran {app.wall_s:.2f} s (its agent: {app.result['elapsed_s']} s)", file=sys.stderr)
-    assert app.wall_s < COLLECTOR_DOWN_BOUND_S, f"the app took {app.wall_s:.1f} s with the collector down"
+    (log_dir / "wall_s.txt").write_text(f"{app.wall_s:.2f} (without our package: {bare.wall_s:.2f})\n")
+    print(
+        f"collector down: the app ran {app.wall_s:.2f} s (its agent: {app.result['elapsed_s']} s), "
+        f"without our package {bare.wall_s:.2f} s",
+        file=sys.stderr,
+    )
+    bound = bare.wall_s * COLLECTOR_DOWN_SLOWER_THAN_BARE + COLLECTOR_DOWN_SLACK_S
+    assert app.wall_s < bound, (
+        f"the app took {app.wall_s:.1f} s with the collector down, {bare.wall_s:.1f} s without our package"
+    )
     match = re.search(r"otel-agent-profiler: (\d+) spans? could not be exported", app.stderr)
     assert match, f"no 'could not be exported' report on stderr:\n{app.stderr[-4000:]}"
     assert int(match.group(1)) == SPAN_COUNT
