@@ -296,16 +296,31 @@ def test_llm_calls_counted_once(source: Source, mode: str) -> None:
 
 
 @pytest.mark.parametrize(("source", "mode"), PARAMS)
-def test_time_to_first_token_of_the_stream(source: Source, mode: str) -> None:
-    run = profiled(source, mode)
+def test_time_to_first_token_of_the_stream(source: Source, mode: str, request: pytest.FixtureRequest) -> None:
+    late = _late_first_tokens(profiled(source, mode))
+    if late and request.node.get_closest_marker("xfail") is None:
+        # The client's time to first token includes whatever delayed its request, and a loaded machine
+        # delays it (0.87 s for the server's 0.15 s once, with the suite in two processes beside two app
+        # runs): a late one is measured again in a fresh run of the app, once. A client that counts from
+        # the wrong moment is late in both.
+        again = _run_and_read(source, mode, artifact_dir("conformance", source.name, f"{mode}-again"))
+        late_again = _late_first_tokens(again)
+        late = [*late, *(f"again: {line}" for line in late_again)] if late_again else []
+    assert not late, "\n".join(late)
+
+
+def _late_first_tokens(run: Run) -> list[str]:
+    """A line for each streamed call whose time to first token came later than the server's by more than the
+    slack; everything else about it is asserted (a client cannot see its first token before the server sent it)."""
     profile, scopes = run.exported.main, run.exported.scopes
     call_of = {span.span_id: call for span, call in calls_and_spans(run)}
     llm = [s for s in profile.spans if s.category == "llm"]
     timed = [s for s in llm if s.time_to_first_token_ns is not None]
     if not any(records_of(scopes[s.span_id]).ttft for s in llm):
         assert not timed, "none of the trace's instrumentations records a time to first token"
-        return
+        return []
     assert timed, "the streamed call's time to first token"
+    late = []
     for span in timed:
         assert span.time_to_first_token_ns is not None
         # each span is checked against the server's first token of the call it is (a part of)
@@ -313,10 +328,13 @@ def test_time_to_first_token_of_the_stream(source: Source, mode: str) -> None:
         assert counted is not None and counted.span_id in call_of, span
         call = call_of[counted.span_id]
         assert call.stream and call.ttft_s is not None, (span, call)
-        ttft_s = span.time_to_first_token_ns / 1e9
-        assert call.ttft_s - TTFT_EARLY_SLACK_S <= ttft_s <= call.ttft_s + TTFT_LATE_SLACK_S, (ttft_s, call)
         if records_of(scopes[span.span_id]).span_covers_stream:
             assert span.time_to_first_token_ns <= span.duration_ns
+        ttft_s = span.time_to_first_token_ns / 1e9
+        assert call.ttft_s - TTFT_EARLY_SLACK_S <= ttft_s, (ttft_s, call)
+        if ttft_s > call.ttft_s + TTFT_LATE_SLACK_S:
+            late.append(f"{span.name} ({span.span_id}): {ttft_s:.3f} s for the server's {call.ttft_s:.3f} s")
+    return late
 
 
 #: How close (a share of the larger) the savings of two candidates for the top finding may be and both count as
