@@ -191,6 +191,17 @@ def test_live_processor_splits_the_call_and_the_phases_add_up():
     http_client = httpx2.Client()
     HTTPX2ClientInstrumentor.instrument_client(http_client, tracer_provider=provider)
     vllm = VllmLike(max_running=1, tracer_provider=provider)
+    # The engine ends its span once the answer is sent, so the client can end its own first, and on a
+    # loaded machine the agent's root too: the trace was then profiled without the engine's spans and the
+    # calls had no phases (seen once, with the suite in two processes). The root waits for both.
+    recorded = threading.Semaphore(0)
+    record = vllm.record
+
+    def record_and_count(*args: Any, **kwargs: Any) -> None:
+        record(*args, **kwargs)
+        recorded.release()
+
+    vllm.record = record_and_count  # type: ignore[method-assign]
     try:
         with FakeOpenAIServer(time_scale=0.1, vllm_like=vllm) as server:
             client = OpenAI(base_url=server.base_url, api_key="x", http_client=http_client, max_retries=0)
@@ -206,6 +217,7 @@ def test_live_processor_splits_the_call_and_the_phases_add_up():
 
             with tracer.start_as_current_span("invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}):
                 run_at_once([partial(call, i) for i in range(2)])
+                assert all(recorded.acquire(timeout=10) for _ in range(2)), "the engine's two spans"
         assert profiler.force_flush(10_000)
     finally:
         http_client.close()
