@@ -25,8 +25,12 @@ what the caller ``keep``s of them (the processor: their records, not the SDK spa
 so the trace's profile still covers them when it completes. What is kept counts toward the caps
 like the spans it replaces.
 
-Thread-safe, with O(1) work per span under one short lock. Spans are opaque here: anything with a
-trace id (and, for the processor, a span id).
+Thread-safe, with O(1) work per span under one short lock. The processor's application threads
+only queue what they see, without the lock (``span_started``, ``span_ended_later``): whatever reads
+or changes the traces held first notes the queue, in order, under the lock it takes anyway, so
+the work of holding spans falls to the processor's worker, which takes traces (at least once a
+second, and whenever a local root ends). Spans are opaque here: anything with a trace id (and,
+for the processor, a span id).
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ MEMORY_CAP = "unprofiled_memory_cap"
 
 #: What one open span id costs while it is held (a set entry and the int), in bytes.
 OPEN_SPAN_BYTES = 100
+#: Queued spans past which the thread that queues one notes the queue itself: the spans wait for
+#: the processor's worker, and must not pile up meanwhile uncounted toward ``max_bytes``.
+MAX_QUEUED = 1024
 
 #: What happens to a span of a new trace when ``max_traces`` traces are held.
 TraceCapPolicy = Literal["evict_oldest", "refuse_new"]
@@ -178,6 +185,7 @@ class TraceAssembly(Generic[SpanT]):
         max_bytes: int | None = None,
         max_age_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        size_of: Callable[[SpanT], int] = lambda span: 0,
     ) -> None:
         if idle_timeout_s < 0:
             raise ValueError("idle_timeout_s must not be negative")
@@ -215,10 +223,19 @@ class TraceAssembly(Generic[SpanT]):
         self._max_released = max(1024, 8 * max_traces) if remembered_traces is None else remembered_traces
         self._held_spans = 0
         self._held_bytes = 0
+        # Spans seen starting (trace id, span id, clock time) or ended (those and the span and whether
+        # it is a local root), not yet noted: appending to a deque is safe on any thread without the
+        # lock, and costs the application's thread a fraction of holding the span itself. The time is
+        # the event's, so that a trace's idle time and age are as if noted then.
+        self._queued: deque[tuple[Any, ...]] = deque()
+        self._size_of = size_of
+        # What noting them pushed out or refused, for the next span_ended or take_pushed_out to hand back.
+        self._pushed_out_by_noting: list[UnprofiledSpans[SpanT]] = []
         self.counts = AssemblyCounts()
 
     def __len__(self) -> int:
         with self._lock:
+            self._note_queued()
             return len(self._in_flight) + len(self._ready)
 
     @property
@@ -228,6 +245,9 @@ class TraceAssembly(Generic[SpanT]):
     @property
     def held_bytes(self) -> int:
         """Estimated bytes held: the span sizes given, plus ``OPEN_SPAN_BYTES`` per open span."""
+        if self._queued:
+            with self._lock:
+                self._note_queued()
         return self._held_bytes
 
     @property
@@ -242,90 +262,166 @@ class TraceAssembly(Generic[SpanT]):
     # -- spans coming in -------------------------------------------------------------------
 
     def span_started(self, trace_id: Hashable, span_id: int) -> list[UnprofiledSpans[SpanT]]:
-        """Note an open span. Returns spans pushed out to make room (usually none)."""
-        pushed_out: list[UnprofiledSpans[SpanT]] = []
+        """Note an open span. Returns spans pushed out to make room (usually none).
+
+        The start is queued, without the lock, and noted by the next call that takes the lock (a
+        span ending, the worker taking traces); only a long queue is noted here at once.
+        """
+        queued = self._queued
+        queued.append((trace_id, span_id, self._clock()))
+        if len(queued) < MAX_QUEUED:
+            return []
         with self._lock:
-            state = self._in_flight.get(trace_id)
+            self._note_queued()
+            return self._take_pushed_out_by_noting()
+
+    def span_ended_later(self, trace_id: Hashable, span_id: int, span: SpanT, is_local_root: bool) -> int:
+        """Queue an ended span, to be held as ``span_ended`` would when the queue is next noted, with
+        its size (``size_of``) measured then. What that pushes out or refuses comes back from
+        ``take_pushed_out``; a trace it completes, from ``take_ready``.
+
+        Returns how many spans are queued (0: this call noted them, the queue being long).
+        """
+        queued = self._queued
+        queued.append((trace_id, span_id, self._clock(), span, is_local_root))
+        if len(queued) < MAX_QUEUED:
+            return len(queued)
+        with self._lock:
+            self._note_queued()
+        return 0
+
+    def refused_now(self, trace_id: Hashable, span: SpanT) -> UnprofiledSpans[SpanT] | None:
+        """A span of a trace already let go of (complete, timed out, pushed out by a cap), refused
+        as ``span_ended`` would refuse it, at once rather than queued; None for any other span.
+
+        Looks without the lock first: nearly every span belongs to a trace still held. A trace let
+        go of is never held again, so the spans of it still queued are refused when noted, as this
+        one is now; only their order among themselves changes.
+        """
+        if trace_id not in self._released:
+            return None
+        with self._lock:
+            reason = self._released.get(trace_id)
+            return None if reason is None else self._refuse(reason if reason in _CAPS else LATE, span)
+
+    def take_pushed_out(self) -> list[UnprofiledSpans[SpanT]]:
+        """Spans that noting the queue pushed out or refused, and no span end handed back yet."""
+        with self._lock:
+            self._note_queued()
+            return self._take_pushed_out_by_noting()
+
+    def _take_pushed_out_by_noting(self) -> list[UnprofiledSpans[SpanT]]:
+        pushed_out = self._pushed_out_by_noting
+        self._pushed_out_by_noting = []
+        return pushed_out
+
+    def _note_queued(self) -> None:
+        """Note the spans queued by ``span_started`` and ``span_ended_later``, in order. Called with the lock held."""
+        queued = self._queued
+        if not queued:
+            return
+        pushed_out = self._pushed_out_by_noting
+        in_flight = self._in_flight
+        while queued:
+            item = queued.popleft()
+            if len(item) == 5:
+                trace_id, span_id, now, span, is_local_root = item
+                unprofiled, _ = self._hold_ended(trace_id, span_id, span, is_local_root, self._size_of(span), now)
+                pushed_out += unprofiled
+                continue
+            trace_id, span_id, now = item
+            state = in_flight.get(trace_id)
             if state is None:
                 if trace_id in self._released:
-                    return pushed_out
-                if len(self._in_flight) + len(self._ready) >= self.max_traces:
+                    continue
+                if len(in_flight) + len(self._ready) >= self.max_traces:
                     if not self._evict_oldest:
                         # Not held: the span is refused when it ends, unless there is room then.
-                        return pushed_out
+                        continue
                     self._make_room(TRACE_CAP, pushed_out)
-                state = self._start_trace(trace_id)
+                state = self._start_trace(trace_id, now)
             elif state.span_count + len(state.open_span_ids) >= self.max_spans_per_trace:
                 # Not noted: should the trace complete before this span ends, the span is late
                 # and goes out unprofiled, as spans of a trace over its cap do.
-                return pushed_out
+                continue
             else:
-                state.last_activity = self._clock()
-                self._in_flight.move_to_end(trace_id)
+                state.last_activity = now
+                in_flight.move_to_end(trace_id)
             if span_id not in state.open_span_ids:
                 state.open_span_ids.add(span_id)
                 self._held_bytes += OPEN_SPAN_BYTES
             if self.max_bytes is not None and self._held_bytes > self.max_bytes:
                 self._shed_bytes(trace_id, pushed_out)
-            return pushed_out
 
     def span_ended(
         self, trace_id: Hashable, span_id: int | None, span: SpanT, is_local_root: bool, size: int = 0
     ) -> tuple[list[UnprofiledSpans[SpanT]], bool]:
         """Hold an ended span of estimated ``size`` bytes. Returns the spans to export unprofiled
         now (usually none) and whether a trace became ready to profile (``take_ready``)."""
-        unprofiled: list[UnprofiledSpans[SpanT]] = []
         with self._lock:
-            state = self._in_flight.get(trace_id)
-            if state is None:
-                reason = self._released.get(trace_id)
-                if reason is not None:
-                    return [self._refuse(reason if reason in _CAPS else LATE, span, size)], False
-                # A span we never saw start: the profiler was added while it was open, or the
-                # spans arrive ended (serve).
-                if len(self._in_flight) + len(self._ready) >= self.max_traces:
-                    if not self._evict_oldest:
-                        return [self._refuse(TRACE_CAP, span, size)], False
-                    self._make_room(TRACE_CAP, unprofiled)
-                state = self._start_trace(trace_id)
-            if span_id is not None and span_id in state.open_span_ids:
-                state.open_span_ids.discard(span_id)
-                self._held_bytes -= OPEN_SPAN_BYTES
-            if state.span_count >= self.max_spans_per_trace:
-                if not self._release_trace:
-                    unprofiled.append(self._refuse(SPAN_CAP, span, size))
-                    return unprofiled, False
-                self._leave_in_flight(trace_id)
-                self._release(trace_id, SPAN_CAP)
-                self._forget(state)
-                self.counts.over_span_cap += len(state.spans) + 1
-                unprofiled.append(
-                    UnprofiledSpans(SPAN_CAP, [*state.spans, span], state.span_bytes + size, state.exported_early)
-                )
+            if self._queued:
+                self._note_queued()
+            unprofiled, ready = self._hold_ended(trace_id, span_id, span, is_local_root, size, self._clock())
+            if self._pushed_out_by_noting:
+                # Pushed out before this span came: handed back first.
+                unprofiled[:0] = self._take_pushed_out_by_noting()
+            return unprofiled, ready
+
+    def _hold_ended(
+        self, trace_id: Hashable, span_id: int | None, span: SpanT, is_local_root: bool, size: int, now: float
+    ) -> tuple[list[UnprofiledSpans[SpanT]], bool]:
+        """``span_ended`` at clock time ``now``, called with the lock held and the queue noted."""
+        unprofiled: list[UnprofiledSpans[SpanT]] = []
+        state = self._in_flight.get(trace_id)
+        if state is None:
+            reason = self._released.get(trace_id)
+            if reason is not None:
+                return [self._refuse(reason if reason in _CAPS else LATE, span, size)], False
+            # A span we never saw start: the profiler was added while it was open, or the
+            # spans arrive ended (serve).
+            if len(self._in_flight) + len(self._ready) >= self.max_traces:
+                if not self._evict_oldest:
+                    return [self._refuse(TRACE_CAP, span, size)], False
+                self._make_room(TRACE_CAP, unprofiled)
+            state = self._start_trace(trace_id, now)
+        if span_id is not None and span_id in state.open_span_ids:
+            state.open_span_ids.discard(span_id)
+            self._held_bytes -= OPEN_SPAN_BYTES
+        if state.span_count >= self.max_spans_per_trace:
+            if not self._release_trace:
+                unprofiled.append(self._refuse(SPAN_CAP, span, size))
                 return unprofiled, False
-            if self.max_bytes is not None and self._held_bytes + size > self.max_bytes:
-                self._shed_bytes(trace_id, unprofiled, size)
-                if trace_id not in self._in_flight:
-                    # Its own trace had to go: this span follows it out.
-                    unprofiled.append(self._refuse(MEMORY_CAP, span, size))
-                    return unprofiled, False
-            state.last_activity = self._clock()
-            self._in_flight.move_to_end(trace_id)
-            state.spans.append(span)
-            state.span_bytes += size
-            self._held_spans += 1
-            self._held_bytes += size
-            self._unflushed[trace_id] = state
-            if is_local_root:
-                state.local_root_ended = True
-            if self._complete_at_local_root and state.local_root_ended and not state.open_span_ids:
-                self._leave_in_flight(trace_id)
-                del self._unflushed[trace_id]
-                self._ready.append(state)
-                # From now on its spans are late, even before the trace is taken.
-                self._release(trace_id, _COMPLETE)
-                return unprofiled, True
+            self._leave_in_flight(trace_id)
+            self._release(trace_id, SPAN_CAP)
+            self._forget(state)
+            self.counts.over_span_cap += len(state.spans) + 1
+            unprofiled.append(
+                UnprofiledSpans(SPAN_CAP, [*state.spans, span], state.span_bytes + size, state.exported_early)
+            )
             return unprofiled, False
+        if self.max_bytes is not None and self._held_bytes + size > self.max_bytes:
+            self._shed_bytes(trace_id, unprofiled, size)
+            if trace_id not in self._in_flight:
+                # Its own trace had to go: this span follows it out.
+                unprofiled.append(self._refuse(MEMORY_CAP, span, size))
+                return unprofiled, False
+        state.last_activity = now
+        self._in_flight.move_to_end(trace_id)
+        state.spans.append(span)
+        state.span_bytes += size
+        self._held_spans += 1
+        self._held_bytes += size
+        self._unflushed[trace_id] = state
+        if is_local_root:
+            state.local_root_ended = True
+        if self._complete_at_local_root and state.local_root_ended and not state.open_span_ids:
+            self._leave_in_flight(trace_id)
+            del self._unflushed[trace_id]
+            self._ready.append(state)
+            # From now on its spans are late, even before the trace is taken.
+            self._release(trace_id, _COMPLETE)
+            return unprofiled, True
+        return unprofiled, False
 
     def add(self, trace_id: Hashable, span: SpanT) -> list[UnprofiledSpans[SpanT]]:
         """Hold a span that arrived ended and whose start was never seen (serve's road).
@@ -345,8 +441,8 @@ class TraceAssembly(Generic[SpanT]):
             self.counts.over_span_cap += 1
         return UnprofiledSpans(reason, [span], size)
 
-    def _start_trace(self, trace_id: Hashable) -> TraceState[SpanT]:
-        state = self._in_flight[trace_id] = TraceState(trace_id, self._clock())
+    def _start_trace(self, trace_id: Hashable, now: float | None = None) -> TraceState[SpanT]:
+        state = self._in_flight[trace_id] = TraceState(trace_id, self._clock() if now is None else now)
         if self.max_age_s is not None:
             self._by_age[trace_id] = state
         return state
@@ -405,6 +501,7 @@ class TraceAssembly(Generic[SpanT]):
     def take_ready(self) -> list[TraceState[SpanT]]:
         """Complete traces, to be profiled (released when they became ready)."""
         with self._lock:
+            self._note_queued()
             ready = list(self._ready)
             self._ready.clear()
             for state in ready:
@@ -417,6 +514,7 @@ class TraceAssembly(Generic[SpanT]):
         now = self._clock()
         deadline = now - self.idle_timeout_s
         with self._lock:
+            self._note_queued()
             expired = []
             while self._in_flight:
                 state = next(iter(self._in_flight.values()))
@@ -436,6 +534,7 @@ class TraceAssembly(Generic[SpanT]):
         have (their later spans are late). ``take_expired`` takes them too, with the idle ones; a caller
         that tells the two apart (``serve``: a quiet trace is complete, an aged one is not) takes these first."""
         with self._lock:
+            self._note_queued()
             aged = self._pop_aged(self._clock())
             for state in aged:
                 self._release(state.trace_id, _TIMED_OUT)
@@ -460,6 +559,7 @@ class TraceAssembly(Generic[SpanT]):
     def take_all(self) -> tuple[list[TraceState[SpanT]], list[TraceState[SpanT]]]:
         """Everything held: (complete traces, incomplete traces). Used by shutdown (and serve's flush)."""
         with self._lock:
+            self._note_queued()
             ready = list(self._ready)
             self._ready.clear()
             incomplete = list(self._in_flight.values())
@@ -481,6 +581,7 @@ class TraceAssembly(Generic[SpanT]):
         Complete traces are not included: ``take_ready`` hands them over whole.
         """
         with self._lock:
+            self._note_queued()
             taken = []
             for state in self._unflushed.values():
                 taken.append((state, state.spans))
@@ -512,11 +613,18 @@ class TraceAssembly(Generic[SpanT]):
         Takes no lock: a thread of the parent may have held it at the fork, and in the child it
         would never be released. No other thread runs in the child at that point.
         """
-        return {span_id for state in list(self._in_flight.values()) for span_id in state.open_span_ids}
+        held = {span_id for state in list(self._in_flight.values()) for span_id in state.open_span_ids}
+        for item in list(self._queued):  # in order: a queued end closes what a queued start opened
+            if len(item) == 5:
+                held.discard(item[1])
+            else:
+                held.add(item[1])
+        return held
 
     def next_expiry(self) -> float | None:
         """Clock time at which the next trace times out (idle, or by age), if any."""
         with self._lock:
+            self._note_queued()
             if not self._in_flight:
                 return None
             expiry = next(iter(self._in_flight.values())).last_activity + self.idle_timeout_s

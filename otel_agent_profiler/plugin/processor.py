@@ -65,6 +65,9 @@ from .span_size import span_size
 _logger = logging.getLogger(__name__)
 
 _TRACE_ID_LIMIT = (1 << 64) - 1
+#: Spans queued by the application's threads from which each span end wakes the worker: they
+#: count toward the memory limit only once the worker holds them.
+_WAKE_AT_QUEUED = 256
 _RECENT_PROFILES = 20
 #: The ``agent_profiler.spans`` outcome of spans the exporting processors could not take: their
 #: queue stayed full (past ``downstream.STALL_S``, or a flush's or shutdown's deadline).
@@ -80,9 +83,6 @@ _WORKER_FINISH_S = 1.0
 _DOWNSTREAM_SHUTDOWN_S = 2.0
 # What a span exported before its trace completed carries instead of its profile.
 _EARLY_MARK = {EXPORTED_EARLY: True}
-# The guards of the hooks the application calls for every span, made once (they keep no state).
-_ON_START_GUARD = handle_internal_errors("on_start")
-_ON_END_GUARD = handle_internal_errors("on_end")
 
 
 class AgentProfilerSpanProcessor(SpanProcessor):
@@ -167,6 +167,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             at_trace_cap=EVICT_OLDEST,
             at_span_cap=RELEASE_TRACE,
             max_bytes=self.config.max_buffer_bytes,
+            # Measured when the worker holds the span, not on the application's thread.
+            size_of=span_size,
         )
         # Spans a cap pushed out, for the worker to export, with their estimated bytes. They count
         # against max_buffer_bytes with what is held; past it, on_end exports them itself.
@@ -212,10 +214,13 @@ class AgentProfilerSpanProcessor(SpanProcessor):
 
     # -- the application's thread: O(1) per span ----------------------------------------
 
+    # The two hooks are guarded by try/except rather than the guard's ``with``, whose enter and exit
+    # are two calls per hook and span; a try block costs nothing until something raises.
+
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if self._out.with_on_start:
             self._out.on_start(span, parent_context)
-        with _ON_START_GUARD:
+        try:
             if self._shutdown:
                 return
             if self._worker is None:
@@ -225,12 +230,17 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             # Inline rather than a method: this runs for every span on the application's thread.
             if (context.trace_id & _TRACE_ID_LIMIT) >= self._sample_bound:
                 return
-            for group in self._buffer.span_started(context.trace_id, context.span_id):
+            pushed_out = self._buffer.span_started(context.trace_id, context.span_id)
+            for group in pushed_out:  # only when a long queue of starts was noted here
                 self._hand_to_worker(group)
+        except Exception:
+            # The guard, inline (see above): logged once, never raised into the application.
+            report_internal_error("on_start")
 
     def on_end(self, span: ReadableSpan) -> None:
-        taken: tuple[list[UnprofiledSpans[ReadableSpan]], bool] | None = None
-        with _ON_END_GUARD:
+        queued: int | None = None
+        refused: UnprofiledSpans[ReadableSpan] | None = None
+        try:
             if self._shutdown:
                 self._export((span,))
                 return
@@ -245,20 +255,25 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             # A span whose parent was open when this process was forked has its parent in another
             # process, as a remote one does: its trace completes here without that parent.
             is_local_root = parent is None or parent.is_remote or parent.span_id in self._opened_before_fork
-            taken = self._buffer.span_ended(context.trace_id, context.span_id, span, is_local_root, span_size(span))
-        if taken is None:
+            refused = self._buffer.refused_now(context.trace_id, span)
+            if refused is None:
+                # Queued: the worker measures it and holds it with its trace, off this thread.
+                queued = self._buffer.span_ended_later(context.trace_id, context.span_id, span, is_local_root)
+        except Exception:
+            # The guard, inline (see above): logged once; the span goes out below.
+            report_internal_error("on_end")
+        if refused is not None:
+            # A late span goes out at once, as it would without the profiler; a later span of a
+            # trace a cap pushed out follows it, in order, via the worker.
+            if refused.reason == LATE:
+                self._export_unprofiled(refused)
+            else:
+                self._hand_to_worker(refused)
+        elif queued is None:
             # The profiler failed on this span (logged by the guard): it goes out as it came.
             self._export((span,))
-            return
-        unprofiled, ready = taken
-        for group in unprofiled:
-            # A late span goes out at once, as it would without the profiler; what a cap pushed
-            # out (a whole trace, or a later span of one, kept in order behind it) goes via the worker.
-            if group.reason == LATE:
-                self._export_unprofiled(group)
-            else:
-                self._hand_to_worker(group)
-        if ready:
+        elif is_local_root or not 0 < queued < _WAKE_AT_QUEUED:
+            # A local root may complete its trace; a long queue (or one this call noted, 0) must not wait for one.
             self._wake_worker()
 
     def _hand_to_worker(self, group: UnprofiledSpans[ReadableSpan]) -> None:
@@ -435,6 +450,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._export(group.spans)
 
     def _export_pushed_out(self, give_up_at: float | None = None) -> None:
+        self._queue_pushed_out_by_noting()
         # popleft is atomic: a group is exported once even if the worker, a flush and an app
         # thread at shutdown drain the queue at the same time.
         while True:
@@ -448,6 +464,15 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                     self._export_unprofiled(group, give_up_at, paced=True)
             finally:
                 self._pushed_out_bytes -= group.size
+
+    def _queue_pushed_out_by_noting(self) -> None:
+        """Queue for export what the buffer pushed out or refused while noting queued spans: held
+        (and counted) already, they take no more memory here, whatever ``max_buffer_bytes`` says."""
+        for group in self._buffer.take_pushed_out():
+            if not group.size:
+                group.size = sum(map(span_size, group.spans))
+            self._pushed_out_bytes += group.size
+            self._pushed_out.append(group)
 
     def _give_up_on_held(self) -> None:
         """Count as lost every span still held or in hand: the hand-over is hung in an exporting
@@ -463,6 +488,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._pushed_out_bytes -= group.size
         ready, incomplete = self._buffer.take_all()
         lost += sum(len(state.spans) for state in (*ready, *incomplete))
+        lost += sum(len(group.spans) for group in self._buffer.take_pushed_out())
         self._add_lost(lost)
         self._lost_logged = self._lost
         _logger.warning(
@@ -525,6 +551,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                             self._export_unprofiled(group, deadline, paced=True)
                         else:
                             self._profile_and_export(state, complete, outcome, deadline)
+                # What taking the traces pushed out (span starts noted then met a cap).
+                self._export_pushed_out(deadline)
                 self._report_sampled_out()
         finally:
             self._out.settle()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 import pytest
@@ -20,6 +20,7 @@ import pytest
 from otel_agent_profiler.live.trace_assembly import (
     EVICT_OLDEST,
     LATE,
+    MAX_QUEUED,
     MEMORY_CAP,
     OPEN_SPAN_BYTES,
     REFUSE_NEW,
@@ -377,7 +378,8 @@ def test_a_trace_pushed_out_after_an_early_export_says_how_many_went_early() -> 
     buffer.span_started(1, 10)
     buffer.span_ended(1, 11, "early", False, size=500)
     flush_keeping(buffer)
-    evicted = buffer.span_started(2, 20)
+    assert buffer.span_started(2, 20) == []  # queued: noted by the next call that takes the lock
+    evicted = buffer.take_pushed_out()
     assert evicted == [UnprofiledSpans(TRACE_CAP, [], 0, exported_early=1)]
     assert buffer.held_bytes == OPEN_SPAN_BYTES
     # Its later spans follow it out, and a flush no longer sees it.
@@ -420,6 +422,113 @@ def test_shutdown_after_early_exports_takes_the_trace_with_what_was_kept() -> No
     assert flush_keeping(buffer) == []
 
 
+# -- queued spans -----------------------------------------------------------------------------
+
+
+def test_a_start_is_queued_and_noted_before_the_next_span_end() -> None:
+    buffer, clock = make_buffer(timeout_s=10.0)
+    buffer.span_started(1, 10)
+    buffer.span_started(1, 11)
+    clock.now += 3
+    # The root ends first: its child, queued, is open, so the trace is not complete.
+    assert buffer.span_ended(1, 10, "root", True) == ([], False)
+    assert buffer.held_bytes == OPEN_SPAN_BYTES
+    assert buffer.span_ended(1, 11, "child", False) == ([], True)
+    assert spans_of(buffer.take_ready()) == ["root", "child"]
+
+
+def test_what_noting_starts_pushes_out_comes_back_first_with_the_next_span_end() -> None:
+    buffer, _ = make_buffer(max_traces=1)
+    buffer.span_started(1, 10)
+    buffer.span_ended(1, 11, "t1-child", False)
+    buffer.span_started(2, 20)  # queued: the cap is met when it is noted
+    pushed, ready = buffer.span_ended(2, 20, "t2-root", True)
+    assert (pushed, ready) == ([UnprofiledSpans(TRACE_CAP, ["t1-child"])], True)
+    assert buffer.take_pushed_out() == []
+
+
+def test_a_long_queue_of_starts_is_noted_by_span_started_itself() -> None:
+    buffer, _ = make_buffer(max_traces=1)
+    buffer.span_ended(1, 11, "t1-child", False)
+    evicted: list[UnprofiledSpans[str]] = []
+    for span_id in range(MAX_QUEUED):
+        evicted += buffer.span_started(2, span_id)
+    assert evicted == [UnprofiledSpans(TRACE_CAP, ["t1-child"])]
+    assert buffer._queued == deque()
+
+
+def test_a_queued_end_is_held_when_noted_with_its_size_then() -> None:
+    measured: list[str] = []
+
+    def size_of(span: str) -> int:
+        measured.append(span)
+        return 700
+
+    buffer = TraceAssembly[str](
+        10, 100, idle_timeout_s=60, complete_at_local_root=True, at_trace_cap=EVICT_OLDEST,
+        at_span_cap=RELEASE_TRACE, max_bytes=10_000, clock=FakeClock(), size_of=size_of,
+    )  # fmt: skip
+    buffer.span_started(1, 10)
+    buffer.span_started(1, 11)
+    assert buffer.span_ended_later(1, 11, "child", False) == 3
+    assert buffer.span_ended_later(1, 10, "root", True) == 4
+    assert measured == []  # nothing measured or held on the queueing thread
+    assert spans_of(buffer.take_ready()) == ["child", "root"]
+    assert measured == ["child", "root"]
+    assert buffer.take_pushed_out() == []
+
+
+def test_a_queued_end_counts_toward_the_byte_limit_once_noted() -> None:
+    buffer = TraceAssembly[str](
+        10, 100, idle_timeout_s=60, complete_at_local_root=True, at_trace_cap=EVICT_OLDEST,
+        at_span_cap=RELEASE_TRACE, max_bytes=1000, clock=FakeClock(), size_of=lambda span: 600,
+    )  # fmt: skip
+    buffer.span_ended_later(1, 11, "old", False)
+    buffer.span_ended_later(2, 21, "new", False)
+    assert buffer.held_bytes == 600  # noted: the older trace made room
+    assert buffer.take_pushed_out() == [UnprofiledSpans(MEMORY_CAP, ["old"], 600)]
+
+
+def test_a_queued_end_of_a_trace_let_go_of_comes_back_when_noted() -> None:
+    buffer, _ = make_buffer()
+    buffer.span_started(1, 10)
+    buffer.span_ended(1, 10, "root", True)
+    buffer.span_ended_later(1, 11, "late", False)
+    assert spans_of(buffer.take_ready()) == ["root"]
+    assert buffer.take_pushed_out() == [UnprofiledSpans(LATE, ["late"])]
+    assert buffer.counts.late == 1
+
+
+def test_a_span_of_a_trace_let_go_of_is_refused_at_once() -> None:
+    buffer, _ = make_buffer()
+    buffer.span_started(1, 10)
+    assert buffer.refused_now(1, "early") is None  # held: it is queued, not refused
+    buffer.span_ended(1, 10, "root", True)
+    assert buffer.refused_now(1, "late") == UnprofiledSpans(LATE, ["late"])
+    assert buffer.refused_now(2, "other") is None
+    assert buffer.counts.late == 1
+
+
+def test_a_long_queue_of_ends_is_noted_by_the_thread_that_queues() -> None:
+    buffer, _ = make_buffer(max_spans=10 * MAX_QUEUED)
+    queued = [buffer.span_ended_later(1, span_id, f"s{span_id}", False) for span_id in range(MAX_QUEUED + 5)]
+    assert queued[: MAX_QUEUED - 1] == list(range(1, MAX_QUEUED))
+    assert queued[MAX_QUEUED - 1] == 0  # the queue's length reached the limit: noted at once
+    assert queued[MAX_QUEUED:] == [1, 2, 3, 4, 5]
+    assert len(buffer._queued) == 5
+    assert buffer.held_spans == MAX_QUEUED
+
+
+def test_queued_starts_count_as_open_in_a_forked_child() -> None:
+    buffer, _ = make_buffer()
+    buffer.span_started(1, 10)
+    buffer.span_ended(1, 12, "child", False)  # notes 10
+    buffer.span_started(1, 11)  # still queued
+    buffer.span_started(1, 13)
+    buffer.span_ended_later(1, 13, "closed", False)  # queued after its start: it closes it
+    assert buffer.open_span_ids_after_fork() == {10, 11}
+
+
 # -- caps -----------------------------------------------------------------------------------
 
 
@@ -429,7 +538,8 @@ def test_trace_cap_evicts_the_oldest_trace_with_its_ended_spans() -> None:
     buffer.span_started(1, 11)
     buffer.span_ended(1, 11, "t1-child", False)
     buffer.span_started(2, 20)
-    evicted = buffer.span_started(3, 30)
+    buffer.span_started(3, 30)
+    evicted = buffer.take_pushed_out()
     assert evicted == [UnprofiledSpans(TRACE_CAP, ["t1-child"])]
     assert len(buffer) == 2
     # Later spans of the evicted trace are passed through as evicted, never buffered again.
@@ -448,7 +558,8 @@ def test_trace_cap_evicts_a_trace_waiting_to_be_profiled_first() -> None:
     buffer.span_started(1, 10)
     buffer.span_started(2, 20)
     buffer.span_ended(2, 20, "t2-root", True)  # complete, waiting for the worker
-    evicted = buffer.span_started(3, 30)
+    buffer.span_started(3, 30)
+    evicted = buffer.take_pushed_out()
     assert evicted == [UnprofiledSpans(TRACE_CAP, ["t2-root"])]
     assert buffer.take_ready() == []
 
@@ -519,11 +630,14 @@ def test_every_ended_span_comes_out_exactly_once(seed: int) -> None:
             out.extend(flatten(passthrough))
         elif action < 0.93:
             out.extend(spans_of(buffer.take_ready()))
+            out.extend(flatten(buffer.take_pushed_out()))
         else:
             clock.now += rng.random() * 3
             out.extend(spans_of(buffer.take_expired()))
+            out.extend(flatten(buffer.take_pushed_out()))
     ready, incomplete = buffer.take_all()
     out.extend(spans_of(ready) + spans_of(incomplete))
+    out.extend(flatten(buffer.take_pushed_out()))
     counts = Counter(out)
     assert sorted(counts) == sorted(ended)
     assert all(count == 1 for count in counts.values()), [name for name, count in counts.items() if count > 1]
@@ -554,6 +668,7 @@ def test_many_threads_lose_no_span() -> None:
             local.extend(flatten(passthrough))
             if i % 7 == 0:
                 local.extend(spans_of(buffer.take_ready()))
+                local.extend(flatten(buffer.take_pushed_out()))
         with out_lock:
             out.extend(local)
 
@@ -564,6 +679,7 @@ def test_many_threads_lose_no_span() -> None:
         thread.join()
     ready, incomplete = buffer.take_all()
     out.extend(spans_of(ready) + spans_of(incomplete))
+    out.extend(flatten(buffer.take_pushed_out()))
     counts = Counter(out)
     assert len(counts) == 8 * 200 * 3
     assert set(counts.values()) == {1}

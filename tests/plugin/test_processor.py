@@ -1195,8 +1195,10 @@ def test_failing_buffer_still_exports_every_span(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("buffer exploded")
 
+    # What the application's thread calls on the buffer: a span start, and a span end's two steps.
     monkeypatch.setattr(TraceAssembly, "span_started", broken)
-    monkeypatch.setattr(TraceAssembly, "span_ended", broken)
+    monkeypatch.setattr(TraceAssembly, "refused_now", broken)
+    monkeypatch.setattr(TraceAssembly, "span_ended_later", broken)
     rig = make_rig()
     with caplog.at_level(logging.ERROR):
         agent_trace(rig.tracer)
@@ -1580,3 +1582,34 @@ def test_a_duplicate_span_id_is_exported_unchanged_and_its_kept_copy_enriched(ma
     assert not is_enriched(exported["short"])
     assert exported["long"].attributes["agent_profiler.self_time_ms"] == pytest.approx(48.0)
     assert exported["root"].attributes["agent_profiler.trace.anomalies"] == 1
+
+
+def test_the_applications_thread_only_queues_spans_the_worker_holds_and_measures_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    measured_on: set[str] = set()
+    real_span_size = processor_module.span_size
+
+    def span_size(span: ReadableSpan) -> int:
+        measured_on.add(threading.current_thread().name)
+        return real_span_size(span)
+
+    monkeypatch.setattr(processor_module, "span_size", span_size)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    profiler = AgentProfilerSpanProcessor(downstream=[SimpleSpanProcessor(exporter)], metrics_enabled=False)
+    provider.add_span_processor(profiler)
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("agent"):
+        for _ in range(3):
+            with tracer.start_as_current_span("step"):
+                pass
+    # Not force_flush: it would take the queue on this thread. The root's end wakes the worker.
+    deadline = time.monotonic() + 10
+    while len(exporter.get_finished_spans()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    spans = exporter.get_finished_spans()
+    assert len(spans) == 4
+    assert all("agent_profiler.self_time_ms" in (span.attributes or {}) for span in spans)
+    assert measured_on == {"otel-agent-profiler"}  # the worker's thread, never the application's
+    provider.shutdown()

@@ -109,8 +109,10 @@ def _profiler_with_a_broken_buffer(monkeypatch: pytest.MonkeyPatch) -> tuple[Any
     def broken(*args: object, **kwargs: object) -> Any:
         raise RuntimeError("the buffer broke")
 
+    # What the application's thread calls on the buffer: a span start, and a span end's two steps.
     monkeypatch.setattr(TraceAssembly, "span_started", broken)
-    monkeypatch.setattr(TraceAssembly, "span_ended", broken)
+    monkeypatch.setattr(TraceAssembly, "refused_now", broken)
+    monkeypatch.setattr(TraceAssembly, "span_ended_later", broken)
     exported = InMemorySpanExporter()
     profiler = AgentProfilerSpanProcessor(downstream=[SimpleSpanProcessor(exported)], metrics_enabled=False)
     return profiler, exported
