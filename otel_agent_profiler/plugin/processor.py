@@ -1,7 +1,7 @@
 """``AgentProfilerSpanProcessor``: profiles each trace when it completes and exports enriched copies.
 
-It sits in front of the exporting processors (``downstream``). On the application's thread it
-does O(1) work per span: note a span opened, or hold an ended one. When a trace is complete
+It sits in front of the exporting processors (``downstream``). The application's thread only
+queues each span's start and end; the daemon worker holds them by trace. When a trace is complete
 (its local root ended and none of its spans is open) a daemon worker profiles it with the
 analysis core, hands enriched copies of its spans to the downstream processors and records
 the profile metrics. A trace that does not complete within the timeout of its first span is
@@ -65,8 +65,7 @@ from .span_size import span_size
 _logger = logging.getLogger(__name__)
 
 _TRACE_ID_LIMIT = (1 << 64) - 1
-#: Spans queued by the application's threads from which each span end wakes the worker: they
-#: count toward the memory limit only once the worker holds them.
+#: Queued spans from which each span end wakes the worker (they count toward the byte limit once held).
 _WAKE_AT_QUEUED = 256
 _RECENT_PROFILES = 20
 #: The ``agent_profiler.spans`` outcome of spans the exporting processors could not take: their
@@ -214,9 +213,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
 
     # -- the application's thread: O(1) per span ----------------------------------------
 
-    # The two hooks are guarded by try/except rather than the guard's ``with``, whose enter and exit
-    # are two calls per hook and span; a try block costs nothing until something raises.
-
+    # Both hooks use try/except, not the guard's ``with`` (two calls per hook and span).
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if self._out.with_on_start:
             self._out.on_start(span, parent_context)
@@ -272,9 +269,12 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         elif queued is None:
             # The profiler failed on this span (logged by the guard): it goes out as it came.
             self._export((span,))
+        elif self._shutdown:  # since the check above: shutdown's last drain may have missed it
+            ready, incomplete = self._buffer.take_all()  # atomic: each span goes out once
+            self._export([kept for state in (*ready, *incomplete) for kept in state.spans])
+            self._export([kept for group in self._buffer.take_pushed_out() for kept in group.spans])
         elif is_local_root or not 0 < queued < _WAKE_AT_QUEUED:
-            # A local root may complete its trace; a long queue (or one this call noted, 0) must not wait for one.
-            self._wake_worker()
+            self._wake_worker()  # a trace may be complete; a long queue (or one just noted, 0) must not wait
 
     def _hand_to_worker(self, group: UnprofiledSpans[ReadableSpan]) -> None:
         """Have the worker export ``group`` (counted as ``group.reason`` unless that is empty)."""

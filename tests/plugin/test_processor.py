@@ -1613,3 +1613,35 @@ def test_the_applications_thread_only_queues_spans_the_worker_holds_and_measures
     assert all("agent_profiler.self_time_ms" in (span.attributes or {}) for span in spans)
     assert measured_on == {"otel-agent-profiler"}  # the worker's thread, never the application's
     provider.shutdown()
+
+
+class _StillTaking(SpanProcessor):
+    """An exporting processor still taking spans after its shutdown (one that is shut down later)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.names.append(span.name)
+
+
+def test_a_span_queued_while_shutdown_drains_still_goes_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    downstream = _StillTaking()
+    provider = TracerProvider()
+    profiler = AgentProfilerSpanProcessor(downstream=[downstream], metrics_enabled=False)
+    provider.add_span_processor(profiler)
+    tracer = provider.get_tracer("t")
+    real_span_ended_later = TraceAssembly.span_ended_later
+
+    def shut_down_first(buffer: TraceAssembly[ReadableSpan], *args: Any) -> int:
+        # Another thread shuts down (and drains) between on_end's check and the queueing.
+        profiler.shutdown()
+        return real_span_ended_later(buffer, *args)
+
+    root = tracer.start_span("agent")
+    child = tracer.start_span("step", context=trace.set_span_in_context(root))
+    monkeypatch.setattr(TraceAssembly, "span_ended_later", shut_down_first)
+    child.end()
+    monkeypatch.undo()
+    root.end()  # after shutdown: passes straight through
+    assert sorted(downstream.names) == ["agent", "step"]
