@@ -267,13 +267,7 @@ class TraceAssembly(Generic[SpanT]):
         The start is queued, without the lock, and noted by the next call that takes the lock (a
         span ending, the worker taking traces); only a long queue is noted here at once.
         """
-        queued = self._queued
-        queued.append((trace_id, span_id, self._clock()))
-        if len(queued) < MAX_QUEUED:
-            return []
-        with self._lock:
-            self._note_queued()
-            return self._take_pushed_out_by_noting()
+        return self.take_pushed_out() if self._queue((trace_id, span_id, self._clock())) else []
 
     def span_ended_later(self, trace_id: Hashable, span_id: int, span: SpanT, is_local_root: bool) -> int:
         """Queue an ended span, to be held as ``span_ended`` would when the queue is next noted, with
@@ -282,13 +276,17 @@ class TraceAssembly(Generic[SpanT]):
 
         Returns how many spans are queued (0: this call noted them, the queue being long).
         """
+        return 0 if self._queue((trace_id, span_id, self._clock(), span, is_local_root)) else len(self._queued)
+
+    def _queue(self, item: tuple[Any, ...]) -> bool:
+        """Queue a start or an end; True when the queue was long and this call noted it."""
         queued = self._queued
-        queued.append((trace_id, span_id, self._clock(), span, is_local_root))
+        queued.append(item)
         if len(queued) < MAX_QUEUED:
-            return len(queued)
+            return False
         with self._lock:
             self._note_queued()
-        return 0
+        return True
 
     def refused_now(self, trace_id: Hashable, span: SpanT) -> UnprofiledSpans[SpanT] | None:
         """A span of a trace already let go of (complete, timed out, pushed out by a cap), refused
@@ -302,7 +300,7 @@ class TraceAssembly(Generic[SpanT]):
             return None
         with self._lock:
             reason = self._released.get(trace_id)
-            return None if reason is None else self._refuse(reason if reason in _CAPS else LATE, span)
+            return None if reason is None else self._refuse_released(reason, span)
 
     def take_pushed_out(self) -> list[UnprofiledSpans[SpanT]]:
         """Spans that noting the queue pushed out or refused, and no span end handed back yet."""
@@ -376,7 +374,7 @@ class TraceAssembly(Generic[SpanT]):
         if state is None:
             reason = self._released.get(trace_id)
             if reason is not None:
-                return [self._refuse(reason if reason in _CAPS else LATE, span, size)], False
+                return [self._refuse_released(reason, span, size)], False
             # A span we never saw start: the profiler was added while it was open, or the
             # spans arrive ended (serve).
             if len(self._in_flight) + len(self._ready) >= self.max_traces:
@@ -430,6 +428,10 @@ class TraceAssembly(Generic[SpanT]):
         """
         return self.span_ended(trace_id, None, span, False)[0]
 
+    def _refuse_released(self, released: str, span: SpanT, size: int = 0) -> UnprofiledSpans[SpanT]:
+        """A span of a trace let go of for ``released``: refused as the cap that pushed it out did, else late."""
+        return self._refuse(released if released in _CAPS else LATE, span, size)
+
     def _refuse(self, reason: str, span: SpanT, size: int = 0) -> UnprofiledSpans[SpanT]:
         if reason == LATE:
             self.counts.late += 1
@@ -441,8 +443,8 @@ class TraceAssembly(Generic[SpanT]):
             self.counts.over_span_cap += 1
         return UnprofiledSpans(reason, [span], size)
 
-    def _start_trace(self, trace_id: Hashable, now: float | None = None) -> TraceState[SpanT]:
-        state = self._in_flight[trace_id] = TraceState(trace_id, self._clock() if now is None else now)
+    def _start_trace(self, trace_id: Hashable, now: float) -> TraceState[SpanT]:
+        state = self._in_flight[trace_id] = TraceState(trace_id, now)
         if self.max_age_s is not None:
             self._by_age[trace_id] = state
         return state

@@ -467,10 +467,9 @@ class AgentProfilerSpanProcessor(SpanProcessor):
 
     def _queue_pushed_out_by_noting(self) -> None:
         """Queue for export what the buffer pushed out or refused while noting queued spans: held
-        (and counted) already, they take no more memory here, whatever ``max_buffer_bytes`` says."""
+        (and counted) already, they take no more memory here, whatever ``max_buffer_bytes`` says.
+        Their sizes are the buffer's own (``size_of``), measured when it noted them."""
         for group in self._buffer.take_pushed_out():
-            if not group.size:
-                group.size = sum(map(span_size, group.spans))
             self._pushed_out_bytes += group.size
             self._pushed_out.append(group)
 
