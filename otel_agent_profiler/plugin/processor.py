@@ -29,7 +29,6 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
@@ -60,6 +59,7 @@ from .config import ProfilerConfig, ProfilerOptions, resolve_config
 from .downstream import Downstream
 from .enriched_span import EnrichedSpan
 from .export_accounting import AccountingSpanExporter
+from .process_hooks import flush_when_multiprocessing_exits, reinit_after_fork, shutdown_at_exit
 from .span_size import span_size
 
 _logger = logging.getLogger(__name__)
@@ -149,9 +149,9 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         self._init_runtime_state()
         if self.config.console_report:
             # The SDK shuts its provider down at exit; this covers providers that do not.
-            atexit.register(_shutdown_at_exit, weakref.ref(self))
+            atexit.register(shutdown_at_exit, weakref.ref(self))
         if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_reinit_after_fork(weakref.ref(self)))
+            os.register_at_fork(after_in_child=reinit_after_fork(weakref.ref(self)))
 
     def _init_runtime_state(self) -> None:
         self._buffer: TraceAssembly[ReadableSpan] = TraceAssembly(
@@ -655,7 +655,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         if multiprocessing_util is not None:
             # multiprocessing clears its finalizers after the fork, then runs its after-fork hooks:
             # the finalizer is registered from one of those.
-            multiprocessing_util.register_after_fork(self, _flush_when_multiprocessing_exits)
+            multiprocessing_util.register_after_fork(self, flush_when_multiprocessing_exits)
 
     @handle_internal_errors("console report")
     def _print_console_report(self) -> None:
@@ -666,34 +666,3 @@ def _report_profiling_error(where: str, trace_id: str) -> None:
     # The profiling step's report (called from its guard): inside the application a failure is
     # logged once per stage, whatever the trace.
     report_internal_error(where)
-
-
-def _shutdown_at_exit(ref: weakref.ref[AgentProfilerSpanProcessor]) -> None:
-    processor = ref()
-    if processor is not None:
-        processor.shutdown()
-
-
-def _reinit_after_fork(ref: weakref.ref[AgentProfilerSpanProcessor]) -> Any:
-    @handle_internal_errors("fork")
-    def reinit() -> None:
-        # The child starts with no worker thread and must not export the parent's spans again.
-        processor = ref()
-        if processor is not None:
-            processor._after_fork()
-
-    return reinit
-
-
-def _flush_when_multiprocessing_exits(processor: AgentProfilerSpanProcessor) -> None:
-    import multiprocessing.util
-
-    # A high priority: it runs before the finalizers that may close what the exporters use.
-    multiprocessing.util.Finalize(processor, _flush_child_at_exit, args=(weakref.ref(processor),), exitpriority=100)
-
-
-@handle_internal_errors("flush at exit")
-def _flush_child_at_exit(ref: weakref.ref[AgentProfilerSpanProcessor]) -> None:
-    processor = ref()
-    if processor is not None:
-        processor.flush_at_exit(timeout_millis=int(processor.config.shutdown_timeout_s * 1000))
