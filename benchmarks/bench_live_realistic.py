@@ -31,7 +31,9 @@ thread that creates the spans, min and median over the runs, and each as a ratio
 pipeline's (min to min, median to median). The goals: at most +0.6x process CPU and +0.10x on
 the application thread. Where Linux shows each thread's CPU time (``/proc/self/task``), also
 the profiler's worker and the batch processor's thread (which encodes and sends the spans): where
-the rest of the extra CPU goes.
+the rest of the extra CPU goes. And the garbage collector's CPU time, by the thread it ran on: a
+collection runs on whichever thread's allocation sets it off, so the profiler's allocations decide
+which thread pays for collections (the application's included), not only how many there are.
 
     python benchmarks/bench_live_realistic.py [--spans 24000] [--repeat 5] [--variants all] [--before DIR]
 """
@@ -39,6 +41,7 @@ the rest of the extra CPU goes.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -253,13 +256,16 @@ def _run(variant: str, endpoint: str, spans: int) -> dict[str, Any]:
     flush()
     warm_exported = exporter.exported
     traces = spans // SPANS_PER_TRACE
+    collections = _CollectionTimes()
     threads_started = _thread_cpu_s()
     process_started = time.process_time()
     thread_started = time.thread_time()
+    gc.callbacks.append(collections.callback)
     make(traces, WARM_UP_TRACES)
     app_thread = time.thread_time() - thread_started
     flush()
     process = time.process_time() - process_started
+    gc.callbacks.remove(collections.callback)
     threads = {name: cpu - threads_started.get(name, 0.0) for name, cpu in _thread_cpu_s().items()}
     result = {
         "variant": variant,
@@ -271,6 +277,8 @@ def _run(variant: str, endpoint: str, spans: int) -> dict[str, Any]:
         "worker_s": threads.get(WORKER_THREAD),
         "exporter_s": threads.get(EXPORTER_THREAD),
         "profiled_traces": None if profiler is None else profiler._profiled_traces,
+        # CPU seconds in the garbage collector, by the thread whose allocation set it off.
+        "gc_s": collections.seconds,
     }
     provider.shutdown()
     if meter_provider is not None:
@@ -280,6 +288,31 @@ def _run(variant: str, endpoint: str, spans: int) -> dict[str, Any]:
 
 WORKER_THREAD = "otel-agent-profiler"
 EXPORTER_THREAD = "batch processor"
+APP_THREAD = "application"
+
+
+class _CollectionTimes:
+    """The garbage collector's CPU time by thread, from ``gc.callbacks``.
+
+    A collection runs on whichever thread's allocation crosses the threshold, so the profiler's
+    allocations can make the application's thread pay for collections, or take them off it.
+    """
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._started: dict[int, float] = {}
+
+    def callback(self, phase: str, info: dict[str, Any]) -> None:
+        thread = threading.current_thread()
+        if phase == "start":
+            self._started[thread.ident or 0] = time.thread_time()
+            return
+        started = self._started.pop(thread.ident or 0, None)
+        if started is None:
+            return
+        name = APP_THREAD if thread is threading.main_thread() else thread.name
+        name = EXPORTER_THREAD if name.startswith("OtelBatchSpan") else name
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.thread_time() - started
 
 
 def _thread_cpu_s() -> dict[str, float]:
@@ -398,9 +431,20 @@ def main() -> int:
                     line += f" ({min(values) / min(bare) - 1:+.2f}x / "
                     line += f"{statistics.median(values) / statistics.median(bare) - 1:+.2f}x over bare)"
                 print(line)
+        collected = {
+            thread: statistics.median(run["gc_s"].get(thread, 0.0) for run in runs[variant]) * per
+            for thread in (APP_THREAD, WORKER_THREAD, EXPORTER_THREAD)
+        }
+        print(
+            f"    garbage collection {sum(collected.values()):6.1f} us/span at the median: "
+            + ", ".join(f"{value:.1f} on the {GC_THREAD_NAMES[thread]}" for thread, value in collected.items())
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
     return 0
+
+
+GC_THREAD_NAMES = {APP_THREAD: "application's thread", WORKER_THREAD: "worker", EXPORTER_THREAD: "exporting thread"}
 
 
 def _min_median(runs: list[dict[str, Any]], key: str) -> tuple[float, float]:

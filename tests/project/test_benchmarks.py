@@ -102,6 +102,16 @@ def test_live_realistic_benchmark_prints_process_and_application_thread_ratios_t
     # Four profiled variants (defaults, metrics off, enriched spans off, both off), each against the bare pipeline.
     assert len(re.findall("process CPU" + figures.format(r"0\.60"), out, re.M)) == 4, out
     assert len(re.findall("application thread" + figures.format(r"0\.10"), out, re.M)) == 4, out
+    # The collector's time, by thread, for the bare pipeline and the four profiled variants.
+    collections = re.findall(
+        r"^ +garbage collection +([\d.]+) us/span at the median: ([\d.]+) on the application's thread, "
+        r"([\d.]+) on the worker, ([\d.]+) on the exporting thread$",
+        out,
+        re.M,
+    )
+    assert len(collections) == 5, out
+    # 1,200 spans allocate enough to set collections off; without the profiler none runs on its worker.
+    assert float(collections[0][0]) > 0 and float(collections[0][2]) == 0.0, out
 
 
 @pytest.mark.e2e
