@@ -431,14 +431,13 @@ def main() -> int:
                     line += f" ({min(values) / min(bare) - 1:+.2f}x / "
                     line += f"{statistics.median(values) / statistics.median(bare) - 1:+.2f}x over bare)"
                 print(line)
-        collected = {
-            thread: statistics.median(run["gc_s"].get(thread, 0.0) for run in runs[variant]) * per
-            for thread in (APP_THREAD, WORKER_THREAD, EXPORTER_THREAD)
-        }
-        print(
-            f"    garbage collection {sum(collected.values()):6.1f} us/span at the median: "
-            + ", ".join(f"{value:.1f} on the {GC_THREAD_NAMES[thread]}" for thread, value in collected.items())
+        # Medians: of each run's total (every thread, gRPC's included), and of each named thread's share.
+        collected = statistics.median(sum(run["gc_s"].values()) for run in runs[variant]) * per
+        by_thread = ", ".join(
+            f"{statistics.median(run['gc_s'].get(thread, 0.0) for run in runs[variant]) * per:.1f} on the {name}"
+            for thread, name in GC_THREAD_NAMES.items()
         )
+        print(f"    garbage collection {collected:6.1f} us/span at the median: {by_thread}")
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
     return 0

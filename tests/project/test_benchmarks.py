@@ -112,6 +112,9 @@ def test_live_realistic_benchmark_prints_process_and_application_thread_ratios_t
     assert len(collections) == 5, out
     # 1,200 spans allocate enough to set collections off; without the profiler none runs on its worker.
     assert float(collections[0][0]) > 0 and float(collections[0][2]) == 0.0, out
+    # One run each: its total holds the three threads' shares (and any other thread's).
+    for total, *shares in collections:
+        assert float(total) >= sum(map(float, shares)) - 0.2, out
 
 
 @pytest.mark.e2e
