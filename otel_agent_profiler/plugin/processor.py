@@ -270,9 +270,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             # The profiler failed on this span (logged by the guard): it goes out as it came.
             self._export((span,))
         elif self._shutdown:  # since the check above: shutdown's last drain may have missed it
-            ready, incomplete = self._buffer.take_all()  # atomic: each span goes out once
-            self._export([kept for state in (*ready, *incomplete) for kept in state.spans])
-            self._export([kept for group in self._buffer.take_pushed_out() for kept in group.spans])
+            self._export(self._take_every_held_span())
         elif is_local_root or not 0 < queued < _WAKE_AT_QUEUED:
             self._wake_worker()  # a trace may be complete; a long queue (or one just noted, 0) must not wait
 
@@ -473,6 +471,14 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._pushed_out_bytes += group.size
             self._pushed_out.append(group)
 
+    def _take_every_held_span(self) -> list[ReadableSpan]:
+        """Every span the buffer holds or has queued, and what noting the queue pushed out: taken
+        (atomically, so each goes out or is counted once), profiled or not."""
+        ready, incomplete = self._buffer.take_all()
+        spans = [span for state in (*ready, *incomplete) for span in state.spans]
+        spans += [span for group in self._buffer.take_pushed_out() for span in group.spans]
+        return spans
+
     def _give_up_on_held(self) -> None:
         """Count as lost every span still held or in hand: the hand-over is hung in an exporting
         processor (at shutdown, past its deadline), so none of them will be handed over."""
@@ -485,9 +491,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
                 break
             lost += len(group.spans)
             self._pushed_out_bytes -= group.size
-        ready, incomplete = self._buffer.take_all()
-        lost += sum(len(state.spans) for state in (*ready, *incomplete))
-        lost += sum(len(group.spans) for group in self._buffer.take_pushed_out())
+        lost += len(self._take_every_held_span())
         self._add_lost(lost)
         self._lost_logged = self._lost
         _logger.warning(
