@@ -216,8 +216,7 @@ def _ngrams(steps: _Steps, size: int) -> pd.DataFrame:
         windows = np.zeros((0, size), dtype=np.int64)
         traces = starts = ends = np.array([], dtype=np.int64)
     if len(windows):
-        grams, inverse, counts = np.unique(windows, axis=0, return_inverse=True, return_counts=True)
-        inverse = inverse.reshape(-1)
+        grams, inverse, counts = _unique_rows(windows, len(steps.labels))
     else:
         grams, inverse, counts = windows, np.array([], dtype=np.int64), np.array([], dtype=np.int64)
     n_grams = len(grams)
@@ -235,6 +234,26 @@ def _ngrams(steps: _Steps, size: int) -> pd.DataFrame:
         "p90_duration_ms": summary["q0.9"],
     }
     return pd.DataFrame(columns)
+
+
+def _unique_rows(windows: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(windows, axis=0, return_inverse=True, return_counts=True)``, inverse flat.
+
+    Each window of label codes (each below ``n_labels``) read as one number in base ``n_labels``
+    sorts as the window does, so one sort of integers does what ``axis=0`` does by sorting the rows
+    as records: 0.01 s against 0.2 s for the 89,000 windows of the CLI benchmark's lean export.
+    Windows whose number would not fit in 63 bits take ``axis=0``.
+    """
+    size = windows.shape[1]
+    base = max(n_labels, 1)
+    if base**size >= 2**63:
+        grams, inverse, counts = np.unique(windows, axis=0, return_inverse=True, return_counts=True)
+        return grams, inverse.reshape(-1), counts
+    keys = np.zeros(len(windows), dtype=np.int64)
+    for column in range(size):
+        keys = keys * base + windows[:, column]
+    _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
+    return windows[first], inverse.reshape(-1), counts
 
 
 def _rank(frame: pd.DataFrame, options: RankingOptions, keys: list[str], ascending: list[bool]) -> pd.DataFrame:

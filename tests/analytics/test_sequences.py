@@ -153,3 +153,24 @@ def test_empty_table() -> None:
     assert call_sequences(span_table([])).empty
     assert frequent_sequences(span_table([])).empty
     assert frequent_ngrams(span_table([]), n=2).empty
+
+
+@pytest.mark.parametrize("n_labels", [1, 7, 3_000_000])
+def test_ngram_windows_are_counted_as_numpy_counts_rows(n_labels: int) -> None:
+    """One integer per window (or rows sorted as records, when that integer would not fit in 63
+    bits: 3,000,000 labels cubed) groups and orders the windows as ``np.unique(axis=0)`` does."""
+    import numpy as np
+
+    from otel_agent_profiler.analytics.sequences import _unique_rows
+
+    generator = np.random.default_rng(7)
+    codes = generator.integers(0, min(n_labels, 5), size=400) * max(n_labels // 5, 1)
+    windows = np.lib.stride_tricks.sliding_window_view(codes.astype(np.int64), 3)
+    expected_grams, expected_inverse, expected_counts = np.unique(
+        windows, axis=0, return_inverse=True, return_counts=True
+    )
+    grams, inverse, counts = _unique_rows(windows, n_labels)
+    assert grams.tolist() == expected_grams.tolist()
+    assert inverse.tolist() == expected_inverse.reshape(-1).tolist()
+    assert counts.tolist() == expected_counts.tolist()
+    assert len(grams) > (1 if n_labels > 1 else 0)
