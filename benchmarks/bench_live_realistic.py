@@ -23,7 +23,8 @@ measured in the same session, on the same load.
 
 The application pauses 3 ms after every trace: an agent spends most of its time waiting on its LLM
 calls and tools, so the profiler's worker keeps up, as it does in an application (a run of 12
-spans in a few milliseconds is already far faster than any agent makes them). Each run makes a
+spans in a few milliseconds is already far faster than any agent makes them); ``--pause-ms`` sets
+another pause, to see how the figures move with the rate of traces. Each run makes a
 warm-up of 100 traces first (imports, connections), then 24,000 spans, and stops the clock once
 every span reached the collector. Reported per span: the process's CPU time (every thread: the
 application's, the profiler's worker, the batch processor's, gRPC's) and the CPU time of the
@@ -36,6 +37,7 @@ collection runs on whichever thread's allocation sets it off, so the profiler's 
 which thread pays for collections (the application's included), not only how many there are.
 
     python benchmarks/bench_live_realistic.py [--spans 24000] [--repeat 5] [--variants all] [--before DIR]
+        [--pause-ms 3]
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ GOAL_APP_THREAD_EXTRA = 0.10
 SPANS_PER_TRACE = 12
 WARM_UP_TRACES = 100
 PAUSE_EVERY_TRACES = 1
-PAUSE_S = 0.003
+PAUSE_MS = 3.0
 MS = 1_000_000
 
 # (name, parent index, kind, start offset ms, duration ms, attributes, chunk events)
@@ -185,7 +187,7 @@ def trace_shape(number: int) -> list[SpanShape]:
 # -- one run (a child process) ------------------------------------------------------------------
 
 
-def _run(variant: str, endpoint: str, spans: int) -> dict[str, Any]:
+def _run(variant: str, endpoint: str, spans: int, pause_s: float = PAUSE_MS / 1000) -> dict[str, Any]:
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -224,7 +226,7 @@ def _run(variant: str, endpoint: str, spans: int) -> dict[str, Any]:
         base = time.time_ns()
         for number in range(first, first + traces):
             if number % PAUSE_EVERY_TRACES == 0:
-                time.sleep(PAUSE_S)  # neither thread_time nor process_time counts the sleep
+                time.sleep(pause_s)  # neither thread_time nor process_time counts the sleep
             start = base + number * 50 * MS
             made = []
             for name, parent, kind, offset_ms, _, attributes, _ in shapes[number % len(shapes)]:
@@ -337,11 +339,15 @@ def _thread_cpu_s() -> dict[str, float]:
 # -- the comparison -----------------------------------------------------------------------------
 
 
-def _child(variant: str, endpoint: str, spans: int, tree: Path) -> dict[str, Any]:
+def _child(variant: str, endpoint: str, spans: int, tree: Path, pause_ms: float) -> dict[str, Any]:
     """One run in a fresh process, with the package found in ``tree``."""
     path = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
     completed = subprocess.run(
-        [sys.executable, __file__, "--child", variant, "--endpoint", endpoint, "--spans", str(spans)],
+        [
+            sys.executable,
+            __file__,
+            *("--child", variant, "--endpoint", endpoint, "--spans", str(spans), "--pause-ms", str(pause_ms)),
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -380,12 +386,18 @@ def main() -> int:
         type=Path,
         help="also run the profiled variants with the otel_agent_profiler package in DIR (another checkout)",
     )
+    parser.add_argument(
+        "--pause-ms",
+        type=float,
+        default=PAUSE_MS,
+        help="how long the application waits after each trace, as an agent waits on its calls (default: %(default)s)",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write every run's figures to FILE")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(_run(args.child, args.endpoint, args.spans)))
+        print(json.dumps(_run(args.child, args.endpoint, args.spans, args.pause_ms / 1000)))
         return 0
     if args.before is not None and not (args.before / "otel_agent_profiler").is_dir():
         parser.error(f"--before: no otel_agent_profiler package in {args.before}")
@@ -400,13 +412,14 @@ def main() -> int:
     with _collector() as endpoint:
         for number in range(args.repeat):
             for label, variant, tree in plan:
-                runs[label].append(_child(variant, endpoint, args.spans, tree))
+                runs[label].append(_child(variant, endpoint, args.spans, tree, args.pause_ms))
             print(f"round {number + 1} of {args.repeat} done", file=sys.stderr)
     spans = runs[BARE][0]["spans"]
     per = 1e6 / spans
     print(
         f"\n{spans:,} spans per run ({spans // SPANS_PER_TRACE:,} agent traces of {SPANS_PER_TRACE} spans), "
-        f"exported over OTLP/gRPC to rotel; {args.repeat} runs of each, alternating; min / median"
+        f"exported over OTLP/gRPC to rotel, the application pausing {args.pause_ms:g} ms after each trace; "
+        f"{args.repeat} runs of each, alternating; min / median"
     )
     base = {key: _min_median(runs[BARE], key) for key in ("process_s", "app_thread_s")}
     for variant in variants:

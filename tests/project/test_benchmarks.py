@@ -96,8 +96,11 @@ def test_overhead_benchmark_prints_ratios_for_both_workloads() -> None:
 @pytest.mark.e2e
 def test_live_realistic_benchmark_prints_process_and_application_thread_ratios_to_the_bare_pipeline() -> None:
     # It exits 1 when a run did not export every span to the collector.
-    out = bench("bench_live_realistic.py", "--spans", "1200", "--repeat", "1", "--variants", "all")
-    assert "1,200 spans per run (100 agent traces of 12 spans), exported over OTLP/gRPC to rotel" in out, out
+    out = bench("bench_live_realistic.py", "--spans", "1200", "--repeat", "1", "--variants", "all", "--pause-ms", "1")
+    assert (
+        "1,200 spans per run (100 agent traces of 12 spans), exported over OTLP/gRPC to rotel, "
+        "the application pausing 1 ms after each trace;"
+    ) in out, out
     figures = r" +[\d.]+ / +[\d.]+ us/span -> [+-]\d+\.\d\dx / [+-]\d+\.\d\dx extra \(goal <= \+{}x\)$"
     # Four profiled variants (defaults, metrics off, enriched spans off, both off), each against the bare pipeline.
     assert len(re.findall("process CPU" + figures.format(r"0\.60"), out, re.M)) == 4, out
