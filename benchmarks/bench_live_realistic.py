@@ -187,7 +187,7 @@ def trace_shape(number: int) -> list[SpanShape]:
 # -- one run (a child process) ------------------------------------------------------------------
 
 
-def _run(variant: str, endpoint: str, spans: int, pause_s: float = PAUSE_MS / 1000) -> dict[str, Any]:
+def _run(variant: str, endpoint: str, spans: int, pause_s: float) -> dict[str, Any]:
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -399,6 +399,8 @@ def main() -> int:
     if args.child:
         print(json.dumps(_run(args.child, args.endpoint, args.spans, args.pause_ms / 1000)))
         return 0
+    if args.pause_ms < 0:
+        parser.error(f"--pause-ms must not be negative, got {args.pause_ms:g}")
     if args.before is not None and not (args.before / "otel_agent_profiler").is_dir():
         parser.error(f"--before: no otel_agent_profiler package in {args.before}")
     here = Path(__file__).resolve().parent.parent
