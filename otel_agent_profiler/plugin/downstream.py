@@ -70,6 +70,9 @@ class Downstream:
         self._progress = threading.Lock()
         self._unhanded = 0
         self._abandoned = False
+        # A shutdown's deadline: it ends every wait for room, also one that began before the
+        # shutdown with no deadline of its own (the worker, handing a trace over).
+        self._shutdown_at: float | None = None
         for processor in processors:
             self.add(processor)
 
@@ -128,6 +131,11 @@ class Downstream:
                     if queue is not None and len(queue) >= queue.maxlen and not self._room(queue, give_up_at):  # type: ignore[operator]
                         lost += 1
                         continue
+                    if self._abandoned:
+                        # Given up on while it waited for room: the processor may be shut down by
+                        # now and would drop the span without a word. Not counted by ``abandon``.
+                        lost += 1
+                        continue
                     with _ON_END_GUARD:
                         processor.on_end(span)
         finally:
@@ -144,6 +152,8 @@ class Downstream:
         sleep = _FIRST_SLEEP_S
         while len(queue) >= maxlen:
             now = time.monotonic()
+            if self._shutdown_at is not None and (give_up_at is None or self._shutdown_at < give_up_at):
+                give_up_at = self._shutdown_at
             if give_up_at is not None and now >= give_up_at:
                 return False
             if len(queue) < last_length:
@@ -156,6 +166,10 @@ class Downstream:
             time.sleep(wait)
             sleep = min(sleep * 2, _LONGEST_SLEEP_S)
         return True
+
+    def give_up_by(self, deadline: float) -> None:
+        """Shutdown's deadline (clock time): from now on no wait for room lasts past it."""
+        self._shutdown_at = deadline
 
     def expect(self, spans: int) -> None:
         """Note ``spans`` more spans taken to be handed over by ``hand_paced``."""

@@ -624,6 +624,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         self._shutdown = True
         self._stopping = True
         self._give_up_at = deadline
+        # Also for a hand-over already waiting for room, which took no deadline when it began.
+        self._out.give_up_by(deadline)
         self._wake.set()
         worker = self._worker
         hung = False

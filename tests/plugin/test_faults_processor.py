@@ -34,8 +34,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, Tracer, set_span_in_context
 
 from otel_agent_profiler import install
+from otel_agent_profiler._sdk_internals import batch_queue
 from otel_agent_profiler.core.profile import TraceProfile
 from otel_agent_profiler.live.profile_metrics import SPANS
+from otel_agent_profiler.plugin.downstream import Downstream
 from otel_agent_profiler.plugin.processor import AgentProfilerSpanProcessor
 
 pytestmark = pytest.mark.faults
@@ -287,6 +289,84 @@ def test_shutdown_counts_what_a_slow_exporter_could_not_take(
     assert any("could not be handed" in r.getMessage() for r in caplog.records)
     # One second for the profiler, then the batch processor's own shutdown exports its queue.
     assert elapsed < 1.0 + 5 * 0.3 + 2.0
+
+
+class GatedExporter(SpanExporter):
+    """Holds every export until ``gate`` is set, then keeps the span ids it received."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.span_ids: list[int] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.gate.wait(30)
+        self.span_ids.extend(span.context.span_id for span in spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.gate.set()
+
+
+def full_batch_queue(count: int) -> tuple[Downstream, BatchSpanProcessor, GatedExporter, list[ReadableSpan]]:
+    """A batch processor (queue of 4) whose exporter holds its first batch, its queue filled, and
+    ``count`` more ended spans to hand over."""
+    exporter = GatedExporter()
+    batch = BatchSpanProcessor(exporter, max_queue_size=4, max_export_batch_size=1, schedule_delay_millis=1)
+    downstream = Downstream([batch])
+    queue = batch_queue(batch)
+    assert queue is not None
+    tracer = TracerProvider().get_tracer("t")
+    spans: list[ReadableSpan] = []
+    for index in range(200):
+        span = tracer.start_span(f"s{index}")
+        span.end()
+        spans.append(span)  # type: ignore[arg-type]
+    handed = 0
+    deadline = time.monotonic() + 5
+    while len(queue) < 4 and time.monotonic() < deadline:
+        batch.on_end(spans[handed])
+        handed += 1
+        time.sleep(0.01)  # the batch processor's thread takes its first span, and waits on the gate
+    assert len(queue) == 4
+    return downstream, batch, exporter, spans[handed : handed + count]
+
+
+def hand_paced_in_thread(downstream: Downstream, spans: list[ReadableSpan]) -> tuple[threading.Thread, list[int]]:
+    lost: list[int] = []
+    thread = threading.Thread(target=lambda: lost.append(downstream.hand_paced(spans)), daemon=True)
+    thread.start()
+    time.sleep(0.2)
+    assert thread.is_alive(), "it waits for room"
+    return thread, lost
+
+
+def test_a_hand_over_waiting_for_room_without_a_deadline_ends_at_the_shutdown_deadline() -> None:
+    # The worker hands a trace over with no deadline and waits for room; shutdown then sets one.
+    # Before, that wait went on as long as the queue drained, however slowly, past the shutdown.
+    downstream, batch, exporter, waiting = full_batch_queue(3)
+    thread, lost = hand_paced_in_thread(downstream, waiting)
+    downstream.give_up_by(time.monotonic() + 0.1)
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert lost == [3]
+    exporter.gate.set()
+    batch.shutdown()
+    assert not {span.context.span_id for span in waiting} & set(exporter.span_ids)
+
+
+def test_a_span_given_up_on_while_it_waited_for_room_is_counted_not_handed() -> None:
+    # Shutdown gives up on a hung hand-over (abandon) and then shuts the processors down: a span
+    # that found room after that was handed to a closed processor, which dropped it without a word,
+    # and neither abandon nor the hand-over counted it.
+    downstream, batch, exporter, waiting = full_batch_queue(1)
+    thread, lost = hand_paced_in_thread(downstream, waiting)
+    assert downstream.abandon() == 0  # nothing expected and not taken: the waiting span is the hand-over's
+    exporter.gate.set()  # the queue drains: room for the waiting span
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert lost == [1]
+    batch.shutdown()
+    assert waiting[0].context.span_id not in exporter.span_ids
 
 
 def test_shutdown_with_time_enough_delivers_everything_behind_a_slow_exporter(
