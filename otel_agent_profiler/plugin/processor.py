@@ -177,8 +177,6 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         self._lost = 0
         self._lost_logged = 0
         self._lost_logged_at = 0.0
-        # Clock time after which the worker no longer waits for room downstream (set by shutdown).
-        self._give_up_at: float | None = None
         self._wake = threading.Event()
         self._stopping = False
         self._process_lock = threading.Lock()
@@ -427,9 +425,8 @@ class AgentProfilerSpanProcessor(SpanProcessor):
             self._hand_to_worker(UnprofiledSpans("", list(spans[handed:])))
 
     def _export_paced(self, spans: Sequence[ReadableSpan], give_up_at: float | None = None) -> None:
-        """Hand spans over as the exporting processors can take them (the worker, flush, shutdown)."""
-        if give_up_at is None:
-            give_up_at = self._give_up_at
+        """Hand spans over as the exporting processors can take them (the worker, flush, shutdown);
+        no wait for room lasts past ``give_up_at`` or, once it began, the shutdown's deadline."""
         self._add_lost(self._out.hand_paced(spans, give_up_at))
 
     def _add_lost(self, lost: int) -> None:
@@ -623,8 +620,7 @@ class AgentProfilerSpanProcessor(SpanProcessor):
         # after it was drained.
         self._shutdown = True
         self._stopping = True
-        self._give_up_at = deadline
-        # Also for a hand-over already waiting for room, which took no deadline when it began.
+        # Every wait for room ends by the deadline, also one under way that took none when it began.
         self._out.give_up_by(deadline)
         self._wake.set()
         worker = self._worker
